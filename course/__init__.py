@@ -1,0 +1,1 @@
+"""course: see README.md."""

@@ -1,0 +1,1 @@
+"""mpi_impl: see README.md."""
