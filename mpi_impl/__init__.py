@@ -1,1 +1,78 @@
-"""mpi_impl: see README.md."""
+"""mpi_impl: readable mpi4py all-reduce algorithms on NumPy (CPU) and CuPy (GPU) arrays.
+
+Run under ``mpiexec``::
+
+    import mpi_impl
+    total = mpi_impl.allreduce(x, algo="ring")     # sum over ranks, same type as x
+    onebit = mpi_impl.OneBitAllreduce()            # 1-bit SGD exchange, keeps residuals
+    approx = onebit(x)
+
+One file per algorithm (ring.py, ps.py, sharded_ps.py, tree.py, mpi_builtin.py, nccl.py,
+onebit.py); each docstring gives the algorithm's alpha-beta-gamma cost.  See README.md.
+Importing this package only imports mpi4py (which initialises MPI); CuPy is imported only
+when a CuPy array is passed.
+"""
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from . import mpi_builtin, nccl, ps, ring, sharded_ps, tree
+from ._xp import Wire, array_module, cuda_aware_from_env, is_gpu_array
+from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
+from .onebit import OneBitAllreduce
+
+#: the exact all-reduce algorithms, by the names the simulator's strategies use
+ALGORITHMS = ("ring", "ps", "sharded-ps", "tree", "mpi", "nccl")
+
+_MODULES = {"ring": ring, "ps": ps, "sharded-ps": sharded_ps, "tree": tree,
+            "mpi": mpi_builtin, "nccl": nccl}
+
+#: bytes this process has sent to other ranks, per algorithm, since it started
+#: (counted message by message; "mpi" and "nccl" hold the nominal 2 (p-1)/p m per call)
+bytes_sent_by_algo = {name: 0 for name in ALGORITHMS}
+
+__all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "OneBitAllreduce", "abort_on_error",
+           "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES"]
+
+
+def allreduce(x, algo: str = "ring", comm=None, *, cuda_aware: bool | None = None,
+              check: bool = True):
+    """Return the elementwise sum of `x` over all ranks of `comm` (default COMM_WORLD).
+
+    x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
+    and dtype on every rank; it is not modified.  The result has x's shape, dtype and type.
+    algo: one of ALGORITHMS.  cuda_aware: hand GPU arrays straight to MPI instead of staging
+    them through host memory (default: the MPI_IMPL_CUDA_AWARE environment variable).
+    check: verify the arguments agree across ranks first (one tiny Allreduce); bad
+    arguments raise ValueError/TypeError on every rank.  Turn off only in timing loops
+    whose arguments were already checked.
+    """
+    comm = comm if comm is not None else MPI.COMM_WORLD
+    xp = array_module(x)
+    if xp.__name__ == "numpy":
+        x = xp.asarray(x)
+    if check:
+        check_arguments(x, comm, algo=algo, algorithms=ALGORITHMS, device=is_gpu_array(x))
+    elif algo not in _MODULES:
+        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+
+    out = xp.array(x, copy=True, order="C")
+    flat = out.reshape(-1)
+    wire = make_wire(comm, xp, cuda_aware)
+    _MODULES[algo].allreduce(flat, wire)
+    bytes_sent_by_algo[algo] += wire.bytes_sent
+    return out
+
+
+def make_wire(comm, xp, cuda_aware: bool | None = None) -> Wire:
+    """A Wire for arrays of module xp: staged through host memory unless MPI is CUDA-aware."""
+    if cuda_aware is None:
+        cuda_aware = cuda_aware_from_env()
+    return Wire(comm, xp, stage=(xp.__name__ != "numpy" and not cuda_aware))
+
+
+def bytes_sent(algo: str, count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
+    """Bytes `rank` sends in one all-reduce of `count` elements of `itemsize` bytes."""
+    if algo not in _MODULES:
+        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    return _MODULES[algo].bytes_sent(count, itemsize, nranks, rank)

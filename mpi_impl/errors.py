@@ -1,0 +1,93 @@
+"""Bad input raises the same error on every rank; a failure inside a job ends the whole job.
+
+Two rules keep an MPI program from hanging:
+
+1. **Check collectively.**  If only the rank with a bad buffer raised, the others would wait
+   forever in the next collective.  :func:`check_arguments` therefore puts each rank's view
+   (buffer length, dtype, algorithm, device) into one tiny ``Allreduce`` (MIN of ``v`` and
+   ``-v``, which gives min and max in one call), and every rank raises the same exception
+   when any rank is wrong.
+2. **Abort on anything else.**  An unexpected exception on one rank must not leave the
+   others blocked: :func:`abort_on_error` (a context manager) and :func:`install_excepthook`
+   print the error and call ``MPI.COMM_WORLD.Abort(1)``, which ends every process of the
+   job, so ``mpiexec`` exits non-zero.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+
+import numpy as np
+from mpi4py import MPI
+
+#: dtypes the all-reduce algorithms can sum (MPI datatypes exist for all of them).
+REDUCIBLE_DTYPES = ("float32", "float64", "int32", "int64")
+#: dtypes the 1-bit compressor accepts (it needs a sign and a mean).
+FLOAT_DTYPES = ("float32", "float64")
+
+
+def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPES,
+                    device=False):
+    """Raise ValueError/TypeError on every rank if any rank's arguments are wrong.
+
+    Checked: `algo` is one of `algorithms` (when given), x's dtype is one of `dtypes` and the
+    same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
+    CPU vs GPU.  Costs one Allreduce of 8 integers.
+    """
+    size = int(getattr(x, "size", -1))
+    dtype = str(getattr(x, "dtype", type(x).__name__))
+    algo_code = algorithms.index(algo) if algo in algorithms else -1
+    dtype_code = dtypes.index(dtype) if dtype in dtypes else -1
+    mine = [size, algo_code if algorithms else 0, dtype_code, int(device)]
+    both = np.array(mine + [-v for v in mine], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
+    low, high = both[:4], -both[4:]
+
+    if low[1] < 0 or high[1] != low[1]:
+        who = f"{algo!r} here" if algo_code < 0 else "an unknown or different one on another rank"
+        raise ValueError(f"unknown or inconsistent algorithm ({who}); "
+                         f"choose one of {', '.join(algorithms)} (the same on every rank)")
+    if low[2] < 0:
+        who = f"dtype {dtype} here" if dtype_code < 0 else "a bad dtype on another rank"
+        raise TypeError(f"cannot reduce this buffer ({who}); allowed dtypes: {', '.join(dtypes)}")
+    if high[2] != low[2]:
+        raise TypeError(f"dtypes differ across ranks ({dtype} here); use one of "
+                        f"{', '.join(dtypes)} on every rank")
+    if low[0] != high[0]:
+        raise ValueError(f"buffer lengths differ across ranks: {low[0]} to {high[0]} elements "
+                         f"({size} here); every rank must pass the same number of elements")
+    if low[3] != high[3]:
+        raise TypeError("some ranks passed GPU (CuPy) arrays and others CPU (NumPy) arrays; "
+                        "use the same kind on every rank")
+
+
+def _report_and_abort(exc_type, exc, tb, comm):
+    rank = MPI.COMM_WORLD.Get_rank()
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    sys.stderr.write(f"[rank {rank}] aborting the MPI job after an error:\n{text}")
+    sys.stderr.flush()
+    comm.Abort(1)
+
+
+@contextlib.contextmanager
+def abort_on_error(comm=None):
+    """``with abort_on_error(): ...`` -- any exception ends the whole job with exit code 1.
+
+    ``SystemExit(0)`` (a normal ``sys.exit()``) passes through untouched.
+    """
+    comm = comm or MPI.COMM_WORLD
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            _report_and_abort(type(exc), exc, exc.__traceback__, comm)
+        raise
+    except BaseException as exc:
+        _report_and_abort(type(exc), exc, exc.__traceback__, comm)
+
+
+def install_excepthook(comm=None):
+    """Make an uncaught exception on any rank abort the whole job (exit code 1)."""
+    comm = comm or MPI.COMM_WORLD
+    sys.excepthook = lambda t, e, tb: _report_and_abort(t, e, tb, comm)
