@@ -34,6 +34,7 @@ Counting conventions (every preset follows them):
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 __all__ = [
@@ -439,7 +440,7 @@ def bert(num_layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int 
     layer_norm("embeddings.LayerNorm")
     for i in range(num_layers):
         p = f"encoder.layer.{i}"
-        for proj in ("query", "key", "value"):
+        for proj in ("query", "key", "value"):    # all three read the layer's hidden-wide input
             net.shape = (hidden, 1, 1)
             net.linear(f"{p}.attention.self.{proj}", hidden, tokens=seq_len)
         # Q K^T (seq x seq scores per head) and scores x V: no parameters
@@ -522,14 +523,28 @@ def get_model(name: str) -> Model:
         raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
 
 
+def _whole(x):
+    """x as an int if it is a whole number (an int, a NumPy integer, or a float like 25e6), else None."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, float):
+        return int(x) if x.is_integer() else None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
 def custom_model(params: int, flops_per_sample: float, layers: int = 1, name: str = "custom") -> Model:
     """A user-defined model: `layers` equal layers sharing `params` (the remainder, if any,
     goes one each to the first layers) and `flops_per_sample` evenly. flops_per_sample is
     forward + backward, so each layer's forward FLOPs are flops_per_sample / 3 / layers."""
-    if isinstance(params, bool) or not isinstance(params, int) or params < 1:
+    n_params, n_layers = _whole(params), _whole(layers)   # 25e6 from a TOML file is fine
+    if n_params is None or n_params < 1:
         raise ValueError(f"params must be a positive whole number, not {params!r}")
-    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= params:
-        raise ValueError(f"layers must be a whole number from 1 to params ({params}), not {layers!r}")
+    if n_layers is None or not 1 <= n_layers <= n_params:
+        raise ValueError(f"layers must be a whole number from 1 to params ({n_params}), not {layers!r}")
+    params, layers = n_params, n_layers
     if not flops_per_sample >= 0:     # also rejects NaN
         raise ValueError(f"flops_per_sample must be >= 0, not {flops_per_sample!r}")
     base, extra = divmod(params, layers)

@@ -198,6 +198,7 @@ def test_custom_model_remainder_and_defaults():
     assert [l.params for l in model.layers] == [4, 3, 3]
     assert model.backward_flops_fraction() == pytest.approx([1 / 3] * 3)
     assert len(custom_model(5, 1.0).layers) == 1
+    assert custom_model(25e6, 1.0, layers=2.0).params == 25_000_000    # whole floats, as TOML gives
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -207,6 +208,8 @@ def test_custom_model_remainder_and_defaults():
     dict(params=10, flops_per_sample=1.0, layers=0),
     dict(params=10, flops_per_sample=1.0, layers=11),
     dict(params=1.5, flops_per_sample=1.0),
+    dict(params="10", flops_per_sample=1.0),
+    dict(params=True, flops_per_sample=1.0),
 ])
 def test_custom_model_rejects_bad_figures(kwargs):
     with pytest.raises(ValueError):
