@@ -1,0 +1,75 @@
+"""Closed forms: alpha-beta-gamma costs of every strategy, and the max(t1, t2) rule.
+
+alpha: latency of one message (s); beta: seconds per byte on a link (1 / bandwidth);
+gamma: seconds per byte reduced (3 / memory bandwidth: read two arrays, write one).
+m is the gradient in bytes, n the number of GPUs. Sources: Thakur, Rabenseifner & Gropp,
+IJHPCA 2005 (ring, recursive doubling); Patarasuk & Yuan 2009 (ring); d2l.ai, "Parameter
+Servers" (parameter server, sharding) and "Hardware" (t1, t2).
+
+These assume that nothing contends beyond what each formula says (the parameter server's
+link is shared by design). The event simulation in dpsim.engine must agree with them where
+that holds, and tests/test_analytic.py holds it to 1%.
+"""
+import math
+
+from .strategies.dataparallel import segments
+
+
+def ring(n, m, alpha, beta, gamma=0.0):
+    """Reduce-scatter + all-gather: 2(n-1) steps of m/n bytes."""
+    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * m * beta + (n - 1) / n * m * gamma
+
+
+def ps(n, m, alpha, beta, gamma=0.0):
+    """Parameter server on GPU 0: n-1 gradients in through one link, n-1 copies out."""
+    return 2 * alpha + 2 * (n - 1) * m * beta + (n - 1) * m * gamma
+
+
+def ps_cpu(n, m, alpha, beta_flow, gamma_host):
+    """Parameter server on the host CPU: every GPU sends and receives m at its own rate
+    1/beta_flow (the PCIe uplink shared by the GPUs under one switch), the CPU adds n arrays."""
+    return 2 * alpha + 2 * m * beta_flow + (n - 1) * m * gamma_host
+
+
+def sharded_ps(n, m, alpha, beta, gamma=0.0):
+    """Each GPU serves m/n: n-1 shards out and in over each GPU's link, twice."""
+    return 2 * alpha + 2 * (n - 1) / n * m * beta + (n - 1) / n * m * gamma
+
+
+def tree(n, m, alpha, beta, gamma=0.0):
+    """Recursive doubling, with the fold and unfold when n is not a power of two."""
+    p = 1 << (n.bit_length() - 1)
+    t = math.log2(p) * (alpha + m * beta + m * gamma)
+    if n > p:
+        t += 2 * (alpha + m * beta) + m * gamma
+    return t
+
+
+def hierarchical(nodes, g, m, alpha_intra, beta_intra, alpha_inter, beta_inter, gamma=0.0):
+    """Ring inside nodes (g GPUs), ring of m/g across nodes (g rings sharing each NIC), ring
+    inside again. beta_inter is the NIC's: each of the g rings gets 1/g of it."""
+    inside = 2 * (g - 1) * alpha_intra + 2 * (g - 1) / g * m * beta_intra + (g - 1) / g * m * gamma
+    across = 2 * (nodes - 1) * alpha_inter + 2 * (nodes - 1) / nodes * m * beta_inter \
+        + (nodes - 1) / nodes * (m / g) * gamma
+    return inside + across
+
+
+def chain(n, m, alpha, beta, gamma=0.0):
+    """NCCL-style pipelined chain broadcast (gamma = 0) or reduce over n GPUs in S segments."""
+    s = segments(m)
+    return (s + n - 2) * (alpha + m / s * beta + m / s * gamma)
+
+
+def compute_time(flops_per_sample, batch, peak_tflops, efficiency):
+    """t1: time to compute the gradients of `batch` samples."""
+    return flops_per_sample * batch / (peak_tflops * 1e12 * efficiency)
+
+
+def transfer_time(nbytes, bandwidth_gbs):
+    """t2: time to move the parameters once over a link."""
+    return nbytes / (bandwidth_gbs * 1e9)
+
+
+def iteration_time(t1, t2, overlap=True):
+    """A batch takes about max(t1, t2) when communication overlaps computation, t1 + t2 if not."""
+    return max(t1, t2) if overlap else t1 + t2

@@ -1,0 +1,324 @@
+"""Scenarios: TOML files, built-in names or dicts, validated into frozen dataclasses.
+
+A scenario has top-level `name`, `description`, `source` and one table per section below.
+Every field's unit is in its name. Anything a user gets wrong raises ScenarioError naming the
+key and what is allowed; nothing here ever lets a bad value reach the simulator.
+"""
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import hardware, models
+from .errors import ScenarioError
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+STRATEGIES = ("ring", "ps", "sharded-ps", "tree", "hierarchical", "dataparallel", "none")
+PS_LOCATIONS = ("gpu0", "cpu")
+COMPRESSIONS = ("none",)
+PRECISIONS = ("fp32", "fp16")
+
+
+def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, doc=""):
+    """A dataclass field carrying its validation rule."""
+    meta = dict(positive=positive, nonneg=nonneg, choices=choices, fraction=fraction, doc=doc)
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int = _spec(1, positive=True)
+    gpus_per_node: int = _spec(1, positive=True)
+    gpu: str | dict = _spec("v100", doc="GPU preset or {fp32_tflops, fp16_tflops, mem_bw_gbs}")
+    intra: str | dict = _spec("pcie3", doc="GPU<->GPU in a node: link preset or {bandwidth_gbs, latency_us, kind}")
+    inter: str | dict = _spec("100gbe", doc="node<->switch: link preset or table")
+    host_link: str | dict = _spec("pcie3", doc="GPU<->host CPU and PCIe switch uplinks: link preset or table")
+    gpus_per_pcie_switch: int = _spec(2, positive=True, doc="GPUs sharing one PCIe switch and its host uplink")
+    cpu_cores: int = _spec(16, positive=True)
+    # Host memory bandwidth, used for reductions done on the CPU. 50 GB/s is the order of a
+    # two-socket DDR4 server under STREAM (McCalpin's STREAM results list 40-120 GB/s for such
+    # machines); an assumption, override it with a measurement.
+    host_mem_bw_gbs: float = _spec(50.0, positive=True)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    preset: str = _spec("resnet50", doc="model preset name ('custom' when params are given)")
+    params: int = _spec(0, nonneg=True, doc="custom model: parameters (instead of preset)")
+    flops_per_sample: float = _spec(0.0, nonneg=True, doc="custom model: forward+backward FLOPs per sample")
+    layers: int = _spec(1, positive=True, doc="custom model: equal layers the gradient is split into")
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    precision: str = _spec("fp32", choices=PRECISIONS)
+    # Fraction of peak reached at large batch. 0.35: ResNet-50 FP32 training on a V100 runs at
+    # roughly 390 images/s (NVIDIA Deep Learning Examples performance tables), i.e.
+    # 390 x 12.3 GFLOP / 15.7 TFLOP/s = 0.31 of peak; most CNNs land at 0.3-0.5.
+    efficiency: float = _spec(0.35, positive=True, fraction=True)
+    # Per-GPU batch at which efficiency is half its maximum (see dpsim.compute for the curve).
+    half_batch: float = _spec(8.0, nonneg=True)
+    overhead_ms: float = _spec(0.0, nonneg=True, doc="fixed per-iteration cost (kernel launches, framework)")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    batch_per_gpu: int = _spec(32, positive=True)
+    iterations: int = _spec(10, positive=True)
+    warmup_iterations: int = _spec(2, nonneg=True)
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    strategy: str = _spec("ring", choices=STRATEGIES)
+    ps_location: str = _spec("gpu0", choices=PS_LOCATIONS)
+    compression: str = _spec("none", choices=COMPRESSIONS)
+    bucket_mb: float = _spec(25.0, nonneg=True, doc="gradient bucket size; 0 = one bucket after backward")
+    overlap: bool = _spec(True, doc="sync each bucket as soon as backward produces it")
+
+
+SECTIONS = {
+    "cluster": ClusterConfig,
+    "model": ModelConfig,
+    "compute": ComputeConfig,
+    "training": TrainingConfig,
+    "sync": SyncConfig,
+}
+TOP_LEVEL = ("name", "description", "source")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    source: str
+    cluster: ClusterConfig
+    model: ModelConfig
+    compute: ComputeConfig
+    training: TrainingConfig
+    sync: SyncConfig
+
+    @property
+    def gpus(self) -> int:
+        return self.cluster.nodes * self.cluster.gpus_per_node
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def with_overrides(self, overrides: dict) -> "Scenario":
+        """A new scenario with dotted keys replaced, e.g. {"sync.strategy": "ps"}; validated again."""
+        return from_dict(apply_overrides(self.to_dict(), overrides))
+
+    # Resolved hardware and model, for the simulator (validated when the scenario was built).
+    def gpu_spec(self) -> hardware.GPU:
+        return resolve_gpu(self.cluster.gpu)
+
+    def link_spec(self, key: str) -> hardware.Link:
+        return resolve_link(getattr(self.cluster, key), f"cluster.{key}")
+
+    def model_spec(self) -> models.Model:
+        m = self.model
+        if m.params:
+            return models.custom_model(m.params, m.flops_per_sample, m.layers)
+        return models.get_model(m.preset)
+
+
+# ---------------------------------------------------------------- presets given inline or by name
+
+def _number(value, key, positive=True):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ScenarioError(key, f"expected a number, got {value!r}")
+    if positive and not value > 0:
+        raise ScenarioError(key, f"must be > 0, got {value!r}")
+    if not positive and value < 0:
+        raise ScenarioError(key, f"must be >= 0, got {value!r}")
+    return float(value)
+
+
+def _inline(table, key, required, optional):
+    allowed = (*required, *optional)
+    for k in table:
+        if k not in allowed:
+            raise ScenarioError(f"{key}.{k}", f"unknown key; allowed: {', '.join(allowed)}")
+    for k in required:
+        if k not in table:
+            raise ScenarioError(f"{key}.{k}", "missing; an inline table needs " + ", ".join(required))
+
+
+def resolve_gpu(value, key="cluster.gpu") -> hardware.GPU:
+    if isinstance(value, str):
+        if value not in hardware.GPUS:
+            raise ScenarioError(key, f"unknown GPU {value!r}; choose one of: {', '.join(hardware.GPUS)}")
+        return hardware.GPUS[value]
+    if isinstance(value, dict):
+        _inline(value, key, ("fp32_tflops", "mem_bw_gbs"), ("fp16_tflops", "name", "source"))
+        fp32 = _number(value["fp32_tflops"], f"{key}.fp32_tflops")
+        fp16 = _number(value.get("fp16_tflops", fp32), f"{key}.fp16_tflops")
+        return hardware.GPU(str(value.get("name", "custom")), fp32, fp16,
+                            _number(value["mem_bw_gbs"], f"{key}.mem_bw_gbs"),
+                            str(value.get("source", "given inline in the scenario")))
+    raise ScenarioError(key, f"expected a GPU preset name or an inline table, got {value!r}")
+
+
+def resolve_link(value, key) -> hardware.Link:
+    if isinstance(value, str):
+        if value not in hardware.LINKS:
+            raise ScenarioError(key, f"unknown link {value!r}; choose one of: {', '.join(hardware.LINKS)}")
+        return hardware.LINKS[value]
+    if isinstance(value, dict):
+        _inline(value, key, ("bandwidth_gbs", "latency_us"), ("kind", "name", "source"))
+        kind = value.get("kind", "pcie")
+        if kind not in hardware.LINK_KINDS:
+            raise ScenarioError(f"{key}.kind", f"unknown kind {kind!r}; choose one of: {', '.join(hardware.LINK_KINDS)}")
+        return hardware.Link(str(value.get("name", "custom")), kind,
+                             _number(value["bandwidth_gbs"], f"{key}.bandwidth_gbs"),
+                             _number(value["latency_us"], f"{key}.latency_us", positive=False),
+                             str(value.get("source", "given inline in the scenario")))
+    raise ScenarioError(key, f"expected a link preset name or an inline table, got {value!r}")
+
+
+# ---------------------------------------------------------------- building and checking sections
+
+def _check_field(f: dataclasses.Field, value, key):
+    meta, want = f.metadata, f.type
+    if want == "bool" or want is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(key, f"expected true or false, got {value!r}")
+        return value
+    if want in (int, "int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(key, f"expected an integer, got {value!r}")
+    elif want in (float, "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(key, f"expected a number, got {value!r}")
+        value = float(value)
+    elif want in (str, "str"):
+        if not isinstance(value, str):
+            raise ScenarioError(key, f"expected a string, got {value!r}")
+    elif not isinstance(value, (str, dict)):   # preset name or inline table
+        raise ScenarioError(key, f"expected a preset name or an inline table, got {value!r}")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ScenarioError(key, f"unknown value {value!r}; choose one of: {', '.join(meta['choices'])}")
+    if meta.get("positive") and not value > 0:
+        raise ScenarioError(key, f"must be > 0, got {value!r}")
+    if meta.get("nonneg") and value < 0:
+        raise ScenarioError(key, f"must be >= 0, got {value!r}")
+    if meta.get("fraction") and value > 1:
+        raise ScenarioError(key, f"must be at most 1, got {value!r}")
+    return value
+
+
+def _build_section(name: str, table) -> object:
+    cls = SECTIONS[name]
+    if not isinstance(table, dict):
+        raise ScenarioError(name, f"expected a table, got {table!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for k in table:
+        if k not in fields:
+            raise ScenarioError(f"{name}.{k}", f"unknown key; allowed: {', '.join(fields)}")
+    values = {k: _check_field(fields[k], v, f"{name}.{k}") for k, v in table.items()}
+    return cls(**values)
+
+
+def from_dict(data: dict) -> Scenario:
+    """Validate a scenario given as a dict with the TOML's keys."""
+    if not isinstance(data, dict):
+        raise ScenarioError("", f"a scenario must be a table, got {type(data).__name__}")
+    allowed = (*TOP_LEVEL, *SECTIONS)
+    for k in data:
+        if k not in allowed:
+            raise ScenarioError(k, f"unknown key; allowed: {', '.join(allowed)}")
+    tops = {}
+    for k in TOP_LEVEL:
+        v = data.get(k, "custom" if k == "name" else "")
+        if not isinstance(v, str):
+            raise ScenarioError(k, f"expected a string, got {v!r}")
+        tops[k] = v
+    sections = {name: _build_section(name, data.get(name, {})) for name in SECTIONS}
+    sc = Scenario(**tops, **sections)
+    _check_resolves(sc, data.get("model", {}))
+    if sc.model.params > 0:
+        sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, preset="custom"))
+    return sc
+
+
+def _check_resolves(sc: Scenario, model_table: dict):
+    """Presets exist, inline tables are complete, the model is one or the other."""
+    sc.gpu_spec()
+    for key in ("intra", "inter", "host_link"):
+        sc.link_spec(key)
+    custom = sc.model.params > 0 or sc.model.flops_per_sample > 0
+    if custom:
+        if model_table.get("preset", "custom") != "custom":
+            raise ScenarioError("model.preset", "give either a preset or params and flops_per_sample, not both")
+        if not (sc.model.params > 0 and sc.model.flops_per_sample > 0):
+            raise ScenarioError("model.params", "a custom model needs both params > 0 and flops_per_sample > 0")
+    elif sc.model.preset not in models.MODELS:
+        raise ScenarioError("model.preset", f"unknown model {sc.model.preset!r}; choose one of: {', '.join(models.MODELS)}")
+    if sc.sync.strategy == "dataparallel" and sc.cluster.nodes > 1:
+        raise ScenarioError("sync.strategy", "dataparallel drives the GPUs of one node only (PyTorch "
+                            "DataParallel); for several nodes choose ring, hierarchical, ps, sharded-ps or tree")
+    if sc.sync.strategy == "none" and sc.gpus > 1:
+        raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
+                            f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
+
+
+# ---------------------------------------------------------------- loading and overrides
+
+def parse_value(text: str):
+    """A --set value: TOML syntax (numbers, true/false, "strings", {inline tables}), else a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: dict) -> dict:
+    """Set dotted keys ("sync.strategy") in a copy of a scenario dict."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for dotted, value in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        if not key:
+            if section not in TOP_LEVEL:
+                raise ScenarioError(dotted, f"expected section.key (sections: {', '.join(SECTIONS)})")
+            out[section] = value
+            continue
+        if section not in SECTIONS:
+            raise ScenarioError(dotted, f"unknown section {section!r}; choose one of: {', '.join(SECTIONS)}")
+        table = out.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ScenarioError(section, f"expected a table, got {table!r}")
+        table[key] = value
+    return out
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in SCENARIO_DIR.glob("*.toml"))
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ScenarioError("", f"cannot read scenario file {str(path)!r}: {e.strerror}")
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError("", f"{path}: not valid TOML: {e}")
+
+
+def load_scenario(source, overrides: dict | None = None) -> Scenario:
+    """A built-in scenario name, a path to a .toml file, a dict, or a Scenario; then overrides."""
+    if isinstance(source, Scenario):
+        data = source.to_dict()
+    elif isinstance(source, dict):
+        data = source
+    elif isinstance(source, (str, Path)) and (str(source).endswith(".toml") or Path(source).exists()):
+        data = read_toml(Path(source))
+    elif isinstance(source, str) and source in builtin_names():
+        data = read_toml(SCENARIO_DIR / f"{source}.toml")
+    else:
+        raise ScenarioError("scenario", f"no built-in scenario or file {source!r}; "
+                            f"built-ins: {', '.join(builtin_names())}")
+    return from_dict(apply_overrides(data, overrides or {}))

@@ -1,0 +1,82 @@
+"""Hardware presets: GPUs and links, every figure with its source.
+
+A GPU is described by its peak dense arithmetic rate and its memory bandwidth; a link by its
+bandwidth per direction and its latency. All links are full duplex: the figure is what one
+direction carries (a "900 GB/s NVLink" in marketing is 450 GB/s each way).
+
+Units: TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 bytes/s, latency in microseconds.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    fp32_tflops: float      # peak dense FP32, per GPU (not per board)
+    fp16_tflops: float      # peak dense FP16/BF16 (tensor cores where the GPU has them)
+    mem_bw_gbs: float       # memory bandwidth, per GPU
+    source: str
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    kind: str               # pcie | nvlink | nvswitch | ethernet | infiniband
+    bandwidth_gbs: float    # per direction
+    latency_us: float       # one way, small message, per hop
+    source: str
+
+
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "infiniband")
+
+GPUS = {g.name: g for g in [
+    # The K80 board carries two GK210 GPUs; figures are per GPU = half the board.
+    # Board: 8.73 TFLOP/s FP32 with GPU Boost, 480 GB/s (NVIDIA Tesla K80 datasheet, 2014).
+    # GK210 has no fast FP16 path, so FP16 runs at the FP32 rate.
+    GPU("k80", 8.73 / 2, 8.73 / 2, 480 / 2, "NVIDIA Tesla K80 datasheet (per board 8.73 TFLOP/s boost, 480 GB/s; halved per GK210)"),
+    # P100 SXM2: 10.6 FP32, 21.2 FP16, 732 GB/s HBM2 (NVIDIA Tesla P100 datasheet, 2016).
+    GPU("p100", 10.6, 21.2, 732, "NVIDIA Tesla P100 datasheet (SXM2)"),
+    # V100 SXM2: 15.7 FP32, 125 tensor FP16, 900 GB/s HBM2 (NVIDIA Tesla V100 datasheet, 2017).
+    GPU("v100", 15.7, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)"),
+    # A100 SXM4 80GB: 19.5 FP32, 312 BF16/FP16 tensor dense, 2039 GB/s (NVIDIA A100 datasheet).
+    GPU("a100", 19.5, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)"),
+    # H100 SXM5: 67 FP32, 989.5 BF16 tensor dense (1979 with sparsity), 3.35 TB/s (NVIDIA H100 datasheet).
+    GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)"),
+    # H200 SXM: same compute as H100 SXM, 4.8 TB/s HBM3e (NVIDIA H200 datasheet).
+    GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)"),
+]}
+
+# PCIe: per-lane rate x 16 lanes x line-code efficiency (PCI-SIG base specifications):
+#   3.0: 8 GT/s, 128b/130b -> 15.75 GB/s; 4.0: 16 GT/s -> 31.5 GB/s; 5.0: 32 GT/s -> 63 GB/s.
+# PCIe hop latency ~1 us: a switch traversal plus DMA setup, the order reported for GPU
+# peer-to-peer copies (Li et al., "Evaluating Modern GPU Interconnect", IEEE TPDS 2020).
+# NVLink per GPU, all links together, one direction (NVIDIA NVLink product pages and the
+# P100/V100/A100/H100 architecture whitepapers):
+#   1 (P100): 4 links x 20 GB/s = 80;   2 (V100): 6 x 25 = 150;
+#   3 (A100): 12 x 25 = 300;            4 (H100): 18 x 25 = 450.
+# NVLink latency ~1 us per hop (Li et al. 2020 measure a few microseconds end to end).
+# Ethernet: line rate / 8. Latency ~ 25 us one way through a kernel TCP stack, the order that
+# MPI ping-pong over TCP reports on 10-100 GbE (e.g. OSU latency figures); RoCE would be lower.
+# InfiniBand: EDR 100 Gb/s, HDR 200 Gb/s, NDR 400 Gb/s per port (InfiniBand Trade Association
+# roadmap); ~1 us one way including the switch (Mellanox/NVIDIA ConnectX-5/6/7 datasheets quote
+# 0.6 us adapter latency).
+LINKS = {l.name: l for l in [
+    Link("pcie3", "pcie", 15.75, 1.0, "PCI-SIG PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b"),
+    Link("pcie4", "pcie", 31.5, 1.0, "PCI-SIG PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b"),
+    Link("pcie5", "pcie", 63.0, 1.0, "PCI-SIG PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b"),
+    Link("nvlink1", "nvlink", 80.0, 1.0, "NVIDIA P100 whitepaper: 4 NVLink 1.0 links x 20 GB/s per direction"),
+    Link("nvlink2", "nvlink", 150.0, 1.0, "NVIDIA V100 whitepaper: 6 NVLink 2.0 links x 25 GB/s per direction"),
+    Link("nvlink3", "nvlink", 300.0, 1.0, "NVIDIA A100 whitepaper: 12 NVLink 3.0 links x 25 GB/s per direction"),
+    Link("nvlink4", "nvlink", 450.0, 1.0, "NVIDIA H100 whitepaper: 18 NVLink 4.0 links x 25 GB/s per direction"),
+    # NVSwitch gives every GPU its full NVLink bandwidth to every other GPU at once.
+    Link("nvswitch", "nvswitch", 300.0, 1.0, "NVIDIA DGX A100 (NVSwitch gen 2): 600 GB/s bidirectional per GPU"),
+    Link("nvswitch3", "nvswitch", 450.0, 1.0, "NVIDIA DGX H100 (NVSwitch gen 3): 900 GB/s bidirectional per GPU"),
+    Link("1gbe", "ethernet", 0.125, 25.0, "IEEE 802.3 1 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    Link("10gbe", "ethernet", 1.25, 25.0, "IEEE 802.3 10 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    Link("25gbe", "ethernet", 3.125, 25.0, "IEEE 802.3 25 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    Link("100gbe", "ethernet", 12.5, 25.0, "IEEE 802.3 100 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    Link("400gbe", "ethernet", 50.0, 25.0, "IEEE 802.3 400 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    Link("ib-edr", "infiniband", 12.5, 1.0, "InfiniBand EDR 4x: 100 Gb/s; ConnectX-5 datasheet 0.6 us + switch"),
+    Link("ib-hdr", "infiniband", 25.0, 1.0, "InfiniBand HDR 4x: 200 Gb/s; ConnectX-6 datasheet 0.6 us + switch"),
+    Link("ib-ndr", "infiniband", 50.0, 1.0, "InfiniBand NDR 4x: 400 Gb/s; ConnectX-7 datasheet + switch"),
+]}

@@ -1,0 +1,131 @@
+"""Moving bytes: directed channels shared max-min fairly by the transfers crossing them.
+
+Cost model of one transfer of m bytes over a route (a list of channels):
+    it first waits the route's latency (the sum of its hops' latencies: cut-through, not
+    store-and-forward), then its bytes flow at a rate set by every other transfer in flight.
+With nothing else in flight that is  alpha + m / min(bandwidth on the route).
+
+Sharing model: max-min fairness (progressive filling; Bertsekas & Gallager, Data Networks,
+2nd ed., section 6.5). Every transfer's rate grows equally until some channel is full; the
+transfers through that channel are frozen at its fair share, and the rest keep growing. We
+chose it because it is what TCP flows and PCIe/NVLink arbitration approximate in steady state,
+because it never over-commits a channel, and because a transfer that is slowed elsewhere
+leaves its unused share to the others (plain "divide by the number of users" would waste it).
+Rates are recomputed whenever a transfer starts or ends; between those moments every rate is
+constant, so the simulation is exact for this fluid model, not time-stepped.
+"""
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class Channel:
+    """One direction of a link: bandwidth in bytes/s, latency in seconds."""
+    name: str
+    bandwidth: float
+    latency: float
+    bytes_carried: float = 0.0
+
+
+@dataclass(eq=False)
+class Flow:
+    route: list
+    size: float
+    done: object                       # SimPy event, succeeded when the last byte arrives
+    remaining: float = 0.0
+    rate: float = 0.0
+    started: float = 0.0
+    label: str = ""
+    src: str = ""
+    dst: str = ""
+
+
+class Network:
+    def __init__(self, env, trace=None):
+        self.env = env
+        self.trace = trace
+        self.flows: list[Flow] = []
+        self._last = 0.0          # time the flows' `remaining` was last brought up to date
+        self._generation = 0      # invalidates the completion timer of an older rate set
+        self._reshare_pending = False
+        self.bytes_sent: dict[str, float] = {}   # by source endpoint
+
+    def transfer(self, route, src, dst, nbytes, label=""):
+        """Start moving nbytes from src to dst along route; return an event for its arrival."""
+        env = self.env
+        done = env.event()
+        self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
+        if not route or nbytes <= 0:
+            latency = sum(ch.latency for ch in route)
+            env.timeout(latency).callbacks.append(lambda _: done.succeed())
+            return done
+        flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst)
+        latency = sum(ch.latency for ch in route)
+        env.timeout(latency).callbacks.append(lambda _: self._start(flow))
+        return done
+
+    # -- the fluid model
+    def _advance(self):
+        dt = self.env.now - self._last
+        if dt > 0:
+            for f in self.flows:
+                f.remaining -= f.rate * dt
+        self._last = self.env.now
+
+    def _start(self, flow):
+        self._advance()
+        flow.started = self.env.now
+        self.flows.append(flow)
+        if not self._reshare_pending:        # transfers starting at the same instant share one recompute
+            self._reshare_pending = True
+            self.env.timeout(0).callbacks.append(lambda _: self._reshare())
+
+    def _reshare(self):
+        self._reshare_pending = False
+        self._advance()
+        share_bandwidth(self.flows)
+        self._generation += 1
+        if not self.flows:
+            return
+        first = min(self.flows, key=lambda f: f.remaining / f.rate)
+        gen = self._generation
+        delay = max(first.remaining / first.rate, 0.0)
+        self.env.timeout(delay).callbacks.append(lambda _: self._finish(gen))
+
+    def _finish(self, gen):
+        if gen != self._generation:          # rates changed since this timer was set
+            return
+        self._advance()
+        finished = [f for f in self.flows if f.remaining <= 1e-9 * f.size + 1e-6]
+        self.flows = [f for f in self.flows if f not in finished]
+        for f in finished:
+            for ch in f.route:
+                ch.bytes_carried += f.size
+            if self.trace is not None:
+                self.trace.transfer(f, self.env.now)
+            f.done.succeed()
+        self._reshare()
+
+
+def share_bandwidth(flows):
+    """Max-min fair rates by progressive filling; sets flow.rate for every flow."""
+    capacity, users = {}, {}
+    for f in flows:
+        for ch in f.route:
+            capacity[ch] = ch.bandwidth
+            users[ch] = users.get(ch, 0) + 1
+    unfrozen = set(flows)
+    by_channel = {}
+    for f in flows:
+        for ch in f.route:
+            by_channel.setdefault(ch, []).append(f)
+    while unfrozen:
+        # the channel that fills first when every unfrozen flow grows at the same rate
+        bottleneck = min((ch for ch in users if users[ch] > 0), key=lambda ch: capacity[ch] / users[ch])
+        share = max(capacity[bottleneck] / users[bottleneck], 1e-9 * bottleneck.bandwidth)
+        for f in by_channel[bottleneck]:
+            if f in unfrozen:
+                f.rate = share
+                unfrozen.discard(f)
+                for ch in f.route:
+                    capacity[ch] -= share
+                    users[ch] -= 1

@@ -1,0 +1,74 @@
+"""simulate() and sweep(): run a scenario, compare it with itself on one GPU."""
+import dataclasses
+
+from .config import Scenario, load_scenario
+from .engine import Engine
+from .errors import ScenarioError
+from .results import Result
+from .trace import Trace
+
+
+def single_gpu(sc: Scenario) -> Scenario:
+    """The same scenario on one GPU: the baseline of speed-up."""
+    return sc.with_overrides({"cluster.nodes": 1, "cluster.gpus_per_node": 1, "sync.strategy": "none"})
+
+
+def with_gpus(sc: Scenario, gpus: int) -> Scenario:
+    """The scenario on `gpus` GPUs: fill one node first, then add whole nodes."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ScenarioError("gpus", f"GPU counts must be integers >= 1, got {gpus!r}")
+    if gpus == 1:
+        return single_gpu(sc)
+    per_node = sc.cluster.gpus_per_node
+    if gpus <= per_node:
+        nodes, per_node = 1, gpus
+    elif gpus % per_node == 0:
+        nodes = gpus // per_node
+    else:
+        raise ScenarioError("gpus", f"{gpus} GPUs do not fill whole nodes of {per_node}; "
+                            f"use a multiple of {per_node} or at most {per_node}")
+    strategy = sc.sync.strategy if sc.sync.strategy != "none" else "ring"
+    return sc.with_overrides({"cluster.nodes": nodes, "cluster.gpus_per_node": per_node,
+                              "sync.strategy": strategy})
+
+
+def resolved(sc: Scenario) -> dict:
+    """The scenario with every preset it names spelled out, so each number can be traced."""
+    model = sc.model_spec()
+    out = sc.to_dict()
+    out["resolved"] = {
+        "gpu": dataclasses.asdict(sc.gpu_spec()),
+        **{k: dataclasses.asdict(sc.link_spec(k)) for k in ("intra", "inter", "host_link")},
+        "model": {"name": model.name, "params": model.params, "flops_per_sample": model.flops_per_sample,
+                  "layers": len(model.layers), "source": model.source},
+    }
+    return out
+
+
+def simulate(scenario, overrides: dict | None = None, trace: bool = False, baseline: Result | None = None) -> Result:
+    """Simulate a scenario (name, path, dict or Scenario). `baseline`: a one-GPU result to reuse."""
+    sc = load_scenario(scenario, overrides)
+    record = Trace() if trace else None
+    run = Engine(sc, record).run()
+    sync_s = Engine(sc).sync_alone()
+    throughput = sc.gpus * sc.training.batch_per_gpu / run["iteration_time_s"]
+    if sc.gpus == 1:
+        base = throughput
+    elif baseline is not None:
+        base = baseline.throughput_samples_per_s
+    else:
+        base = simulate(single_gpu(sc)).throughput_samples_per_s
+    speedup = throughput / base
+    return Result(run["iteration_time_s"], throughput, speedup, speedup / sc.gpus, sync_s,
+                  run["bytes_sent_per_gpu"], run["breakdown_s"], resolved(sc), sc.gpus, record)
+
+
+def sweep(scenario, gpus, overrides: dict | None = None) -> list[Result]:
+    """The scenario at each GPU count, with one shared one-GPU baseline."""
+    sc = load_scenario(scenario, overrides)
+    counts = list(gpus)
+    if not counts:
+        raise ScenarioError("gpus", "a sweep needs at least one GPU count, e.g. 1,2,4,8")
+    variants = [with_gpus(sc, g) for g in counts]      # check every count before running any
+    base = simulate(single_gpu(sc))
+    return [base if v.gpus == 1 else simulate(v, baseline=base) for v in variants]

@@ -1,0 +1,49 @@
+"""PyTorch nn.DataParallel: one process drives every GPU of a node from GPU 0 (PyTorch docs,
+"DataParallel"; it is single-node only).
+
+Each iteration:
+  1. scatter:   GPU 0 sends every other GPU its slice of the batch (b x input bytes each).
+  2. replicate: GPU 0 broadcasts the parameters (m bytes): replicas are rebuilt every time.
+  3. forward on every GPU; gather: outputs (b x output bytes) go to GPU 0, which computes
+     the loss of the whole batch; the gradients of the outputs come back the same way.
+  4. backward on every GPU, then reduce: gradients are summed into GPU 0.
+  5. GPU 0 alone applies the update (the others wait for the next replicate).
+Broadcast and reduce go through NCCL, which pipelines them along a chain of GPUs in segments
+of 4 MiB (NCCL_BUFFSIZE's default). A chain of n GPUs and S segments takes S + n - 2 steps:
+  chain cost:  (S + n - 2) (alpha + (m/S) beta [+ (m/S) gamma for the reduce])
+So GPU 0 moves the model twice per iteration and does all the updating: the reason
+DataParallel gives about 3.5x, not 4x, on four GPUs, and why DistributedDataParallel exists.
+"""
+import math
+
+SEGMENT_BYTES = 4 * 2**20      # NCCL_BUFFSIZE default (NCCL environment-variable docs)
+
+
+def segments(nbytes):
+    return max(1, math.ceil(nbytes / SEGMENT_BYTES))
+
+
+def chain(comm, order, nbytes, reduce, label):
+    """Pipelined chain: segment j crosses hop h in step j + h, all hops of a step at once."""
+    s, hops = segments(nbytes), len(order) - 1
+    seg = nbytes / s
+    for step in range(s + hops - 1):
+        moving = [h for h in range(hops) if 0 <= step - h < s]
+        yield comm.send([(order[h], order[h + 1], seg) for h in moving], label)
+        if reduce:
+            yield comm.reduce([order[h + 1] for h in moving], seg)
+
+
+def pre_forward(comm, ranks, model_bytes, input_bytes):
+    yield comm.send([(ranks[0], r, input_bytes) for r in ranks[1:]], "scatter-inputs")
+    yield from chain(comm, ranks, model_bytes, reduce=False, label="replicate")
+
+
+def post_forward(comm, ranks, output_bytes):
+    yield comm.send([(r, ranks[0], output_bytes) for r in ranks[1:]], "gather-outputs")
+    yield comm.send([(ranks[0], r, output_bytes) for r in ranks[1:]], "scatter-output-grads")
+
+
+def allreduce(comm, ranks, nbytes):
+    """Reduce to GPU 0 only: the others get the new weights from the next replicate."""
+    yield from chain(comm, ranks[::-1], nbytes, reduce=True, label="reduce-to-gpu0")

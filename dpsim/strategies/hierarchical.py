@@ -1,0 +1,26 @@
+"""Hierarchical all-reduce: inside each node, then across nodes, then inside again (the
+scheme of Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE and of Jia et al., "Highly Scalable Deep
+Learning Training System with Mixed-Precision", 2018).
+
+With N nodes of g GPUs:
+  1. ring reduce-scatter inside every node: GPU l of each node owns 1/g of the node's sum.
+  2. ring all-reduce of that 1/g across nodes, among the GPUs with the same local number l;
+     the g rings run at once and share each node's NIC.
+  3. ring all-gather inside every node.
+Cost (intra i, inter e; the g cross-node rings share the NIC, so each gets B_e / g):
+  2(g-1) (alpha_i + m/(g B_i)) + (g-1)/g m gamma
++ 2(N-1) (alpha_e + m/(N B_e)) + (N-1)/(N g) m gamma
+Only 2(N-1) steps pay the slow network's latency, against 2(Ng-1) for one flat ring.
+"""
+from . import ring
+
+
+def allreduce(comm, ranks, nbytes):
+    cluster = comm.cluster
+    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
+    g = len(nodes[0])
+    yield from ring.reduce_scatter(comm, nodes, nbytes)
+    across = [[node[l] for node in nodes] for l in range(g)]
+    yield from ring.reduce_scatter(comm, across, nbytes / g)
+    yield from ring.all_gather(comm, across, nbytes / g)
+    yield from ring.all_gather(comm, nodes, nbytes)

@@ -1,0 +1,22 @@
+"""Parameter server: every GPU sends its whole gradient to one place, which sums and sends back.
+
+The d2l.ai lecture's first two designs: aggregate on GPU 0 (`ps_location = "gpu0"`) or on
+the host CPU (`ps_location = "cpu"`, the host of node 0).
+  gather:    the other ranks send m bytes each to the server at once; they share the
+             server's incoming link, so this takes about (senders) m beta.
+  sum:       the server adds (senders) arrays of m bytes (on the CPU at host memory speed).
+  broadcast: the server sends the m-byte sum to every rank, sharing its outgoing link.
+Cost on GPU 0:  2 alpha + 2 (n-1) m beta + (n-1) m gamma   -- grows with n.
+On the CPU all n GPUs send and receive, and the GPUs under one PCIe switch share its uplink
+to the host: 2 alpha + 2 (GPUs per switch) m beta_pcie + n m gamma_host when the uplinks are
+the bottleneck.
+"""
+
+
+def allreduce(comm, ranks, nbytes, location="gpu0"):
+    server = ranks[0] if location == "gpu0" else "host0"
+    senders = [r for r in ranks if r != server]
+    yield comm.send([(r, server, nbytes) for r in senders], "ps-gather")
+    summands = len(senders) if location == "gpu0" else len(senders) - 1
+    yield comm.reduce([server], summands * nbytes)
+    yield comm.send([(server, r, nbytes) for r in senders], "ps-broadcast")

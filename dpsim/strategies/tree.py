@@ -1,0 +1,27 @@
+"""Recursive doubling all-reduce (Thakur, Rabenseifner & Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005), the classic choice for short messages.
+
+With p = n a power of two: log2 p steps; in step k every rank swaps its whole m-byte vector
+with the rank whose number differs in bit k, and adds what it got.
+When n is not a power of two, let p be the largest power of two below n and r = n - p: first
+ranks p..n-1 fold their vectors into ranks 0..r-1, then the p ranks double, then ranks
+0..r-1 send the result back.
+Cost:  log2(p) (alpha + m beta + m gamma)  [+ 2 alpha + 2 m beta + m gamma if r > 0]
+Few steps (good for latency) but every step moves the whole vector: poor for big gradients.
+"""
+
+
+def allreduce(comm, ranks, nbytes):
+    n = len(ranks)
+    p = 1 << (n.bit_length() - 1)
+    extra = list(zip(ranks[p:], ranks[:n - p]))
+    if extra:
+        yield comm.send([(hi, lo, nbytes) for hi, lo in extra], "fold")
+        yield comm.reduce([lo for _, lo in extra], nbytes)
+    distance = 1
+    while distance < p:
+        yield comm.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], "exchange")
+        yield comm.reduce(ranks[:p], nbytes)
+        distance *= 2
+    if extra:
+        yield comm.send([(lo, hi, nbytes) for hi, lo in extra], "unfold")

@@ -1,0 +1,82 @@
+"""One GPU's work per iteration: compute times, and gradient buckets in backward order.
+
+Buckets follow PyTorch DistributedDataParallel (Li et al., "PyTorch Distributed", VLDB 2020):
+walking the layers in the order backward produces their gradients, a bucket is closed once it
+holds at least `bucket_mb` MiB (DDP's bucket_cap_mb, default 25 MiB), and it is ready to
+synchronise the moment backward has produced its last gradient. `bucket_mb = 0` means one
+bucket holding everything, ready when backward ends (no overlap possible).
+Gradients are FP32: 4 bytes per parameter (mixed precision keeps FP32 master gradients).
+"""
+from dataclasses import dataclass
+
+from . import compute
+
+GRAD_BYTES_PER_PARAM = 4
+
+# Bytes per sample of the input tensor the model sees (float32 after decoding) and of its
+# output (float32 logits): what DataParallel scatters and gathers, and what the host copies
+# to the GPU. CIFAR 3x32x32, ImageNet 3x224x224, Inception 3x299x299, BERT 128 tokens x 3
+# int64 tensors (ids, mask, segment) with a 2-class head.
+INPUT_OUTPUT_BYTES = {
+    "cifar": (3 * 32 * 32 * 4, 10 * 4),
+    "imagenet": (3 * 224 * 224 * 4, 1000 * 4),
+    "inception-v3": (3 * 299 * 299 * 4, 1000 * 4),
+    "bert": (128 * 3 * 8, 2 * 4),
+}
+
+
+def input_output_bytes(preset: str) -> tuple[int, int]:
+    if "cifar" in preset or preset == "custom":
+        return INPUT_OUTPUT_BYTES["cifar"]
+    if preset.startswith("bert"):
+        return INPUT_OUTPUT_BYTES["bert"]
+    if preset == "inception-v3":
+        return INPUT_OUTPUT_BYTES["inception-v3"]
+    return INPUT_OUTPUT_BYTES["imagenet"]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    nbytes: float
+    ready_s: float      # seconds after backward starts when its last gradient is ready
+
+
+@dataclass(frozen=True)
+class Workload:
+    forward_s: float
+    backward_s: float
+    update_s: float
+    grad_bytes: float
+    buckets: tuple[Bucket, ...]
+    input_bytes: int        # per sample
+    output_bytes: int       # per sample
+
+
+def make_buckets(grad_bytes, fractions, backward_s, bucket_bytes) -> tuple[Bucket, ...]:
+    """Group per-layer gradients (backward order) into buckets of at least bucket_bytes."""
+    if bucket_bytes <= 0:
+        return (Bucket(float(sum(grad_bytes)), backward_s),)
+    buckets, size, elapsed = [], 0.0, 0.0
+    for nbytes, share in zip(grad_bytes, fractions):
+        size += nbytes
+        elapsed += share * backward_s
+        if size >= bucket_bytes:
+            buckets.append(Bucket(size, elapsed))
+            size = 0.0
+    if size > 0:
+        buckets.append(Bucket(size, backward_s))
+    return tuple(buckets)
+
+
+def build(sc) -> Workload:
+    model, gpu, c = sc.model_spec(), sc.gpu_spec(), sc.compute
+    peak = gpu.fp32_tflops if c.precision == "fp32" else gpu.fp16_tflops
+    total = compute.compute_time_s(model.flops_per_sample, sc.training.batch_per_gpu, peak,
+                                   c.efficiency, c.half_batch)
+    forward_s, backward_s = total / 3 + c.overhead_ms / 1e3, total * 2 / 3
+    grads = model.grad_bytes_backward(GRAD_BYTES_PER_PARAM)
+    buckets = make_buckets(grads, model.backward_flops_fraction(), backward_s,
+                           sc.sync.bucket_mb * 2**20)
+    inp, out = input_output_bytes(sc.model.preset)
+    return Workload(forward_s, backward_s, compute.update_time_s(model.params, gpu.mem_bw_gbs),
+                    float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)
