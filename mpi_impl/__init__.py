@@ -35,28 +35,40 @@ __all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "OneBitAllreduce", "abort_on
            "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES"]
 
 
-def allreduce(x, algo: str = "ring", comm=None, *, cuda_aware: bool | None = None,
+def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | None = None,
               check: bool = True):
     """Return the elementwise sum of `x` over all ranks of `comm` (default COMM_WORLD).
 
     x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
-    and dtype on every rank; it is not modified.  The result has x's shape, dtype and type.
+    and dtype on every rank; it is not modified (unless out=x).  The result has x's shape, dtype and type.
     algo: one of ALGORITHMS.  cuda_aware: hand GPU arrays straight to MPI instead of staging
     them through host memory (default: the MPI_IMPL_CUDA_AWARE environment variable).
     check: verify the arguments agree across ranks first (one tiny Allreduce); bad
     arguments raise ValueError/TypeError on every rank.  Turn off only in timing loops
     whose arguments were already checked.
+    out: an array of x's shape, dtype and type to write the result into (reused between
+    calls, it saves allocating a new array each time); ``out=x`` reduces x in place.
     """
     comm = comm if comm is not None else MPI.COMM_WORLD
     xp = array_module(x)
     if xp.__name__ == "numpy":
         x = xp.asarray(x)
+    problem = None
+    if out is not None and (type(out) is not type(x) or out.shape != x.shape
+                            or out.dtype != x.dtype or not out.flags.c_contiguous):
+        problem = "out must be a C-contiguous array of the same type, shape and dtype as x"
     if check:
-        check_arguments(x, comm, algo=algo, algorithms=ALGORITHMS, device=is_gpu_array(x))
-    elif algo not in _MODULES:
+        check_arguments(x, comm, algo=algo, algorithms=ALGORITHMS, device=is_gpu_array(x),
+                        problem=problem)
+    if problem:
+        raise ValueError(problem)
+    if algo not in _MODULES:
         raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
 
-    out = xp.array(x, copy=True, order="C")
+    if out is None:
+        out = xp.array(x, copy=True, order="C")
+    elif out is not x:
+        xp.copyto(out, x)
     flat = out.reshape(-1)
     wire = make_wire(comm, xp, cuda_aware)
     _MODULES[algo].allreduce(flat, wire)

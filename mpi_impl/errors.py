@@ -28,22 +28,25 @@ FLOAT_DTYPES = ("float32", "float64")
 
 
 def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPES,
-                    device=False):
+                    device=False, problem: str | None = None):
     """Raise ValueError/TypeError on every rank if any rank's arguments are wrong.
 
     Checked: `algo` is one of `algorithms` (when given), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
-    CPU vs GPU.  Costs one Allreduce of 8 integers.
+    CPU vs GPU.  `problem` is a message about some other argument that the caller found
+    wrong on this rank.  Costs one Allreduce of 10 integers.
     """
     size = int(getattr(x, "size", -1))
     dtype = str(getattr(x, "dtype", type(x).__name__))
     algo_code = algorithms.index(algo) if algo in algorithms else -1
     dtype_code = dtypes.index(dtype) if dtype in dtypes else -1
-    mine = [size, algo_code if algorithms else 0, dtype_code, int(device)]
+    mine = [size, algo_code if algorithms else 0, dtype_code, int(device), int(bool(problem))]
     both = np.array(mine + [-v for v in mine], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
-    low, high = both[:4], -both[4:]
+    low, high = both[:5], -both[5:]
 
+    if high[4]:
+        raise ValueError(problem or "invalid arguments on another rank (see its message)")
     if low[1] < 0 or high[1] != low[1]:
         who = f"{algo!r} here" if algo_code < 0 else "an unknown or different one on another rank"
         raise ValueError(f"unknown or inconsistent algorithm ({who}); "

@@ -1,0 +1,116 @@
+"""Run under mpiexec: every exact algorithm against MPI's own Allreduce (the oracle).
+
+Loops over algorithms, lengths (0, 1, fewer than the ranks, odd, larger), dtypes and
+shapes, and also runs each algorithm through host staging (a NumPy array pretending to be
+device memory).  Prints every mismatch and exits 1 if there was any, on every rank.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl._xp import Wire
+
+comm = MPI.COMM_WORLD
+p, rank = comm.Get_size(), comm.Get_rank()
+EXACT = [a for a in mpi_impl.ALGORITHMS if a != "nccl"]
+LENGTHS = sorted({0, 1, 2, max(p - 1, 0), p, p + 1, 7, 33, 1000, 4097})
+failures = []
+
+
+def fail(msg):
+    failures.append(f"[rank {rank}/{p}] {msg}")
+
+
+def oracle(x):
+    ref = np.empty_like(x)
+    comm.Allreduce(x, ref, op=MPI.SUM)
+    return ref
+
+
+def same_on_all_ranks(y):
+    """True if y is bitwise the same on every rank (min == max elementwise, NaN-free data)."""
+    lo, hi = y.copy(), y.copy()
+    comm.Allreduce(MPI.IN_PLACE, lo, op=MPI.MIN)
+    comm.Allreduce(MPI.IN_PLACE, hi, op=MPI.MAX)
+    return np.array_equal(lo, hi)
+
+
+def close_enough(y, ref, x):
+    if y.dtype.kind == "i":
+        return np.array_equal(y, ref)
+    # any summation order is within (p - 1) eps * sum |x| of the exact sum; allow 4x that
+    bound = np.abs(x).astype(np.float64)
+    comm.Allreduce(MPI.IN_PLACE, bound, op=MPI.SUM)
+    eps = np.finfo(y.dtype).eps
+    return bool(np.all(np.abs(y.astype(np.float64) - ref) <= 4 * max(p - 1, 1) * eps * bound))
+
+
+def data(n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "i":
+        return rng.integers(-1000, 1000, n).astype(dtype)
+    return (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(dtype)
+
+
+with mpi_impl.abort_on_error():
+    for dtype in ("float64", "float32", "int64", "int32"):
+        for n in LENGTHS:
+            x = data(n, dtype, seed=1000 * rank + n)
+            ref = oracle(x)
+            for algo in EXACT:
+                before = x.copy()
+                sent0 = mpi_impl.bytes_sent_by_algo[algo]
+                y = mpi_impl.allreduce(x, algo)
+                where = f"{algo} n={n} {dtype}"
+                if type(y) is not np.ndarray or y.dtype != x.dtype or y.shape != x.shape:
+                    fail(f"{where}: returned {type(y).__name__} {y.dtype} {y.shape}")
+                    continue
+                if not np.array_equal(x, before):
+                    fail(f"{where}: the input was modified")
+                if not close_enough(y, ref, x):
+                    fail(f"{where}: differs from MPI_Allreduce by {np.abs(y - ref).max()}")
+                if not same_on_all_ranks(y):
+                    fail(f"{where}: ranks disagree bitwise")
+                counted = mpi_impl.bytes_sent_by_algo[algo] - sent0
+                formula = mpi_impl.bytes_sent(algo, n, x.itemsize, p, rank)
+                if counted != formula:
+                    fail(f"{where}: sent {counted} bytes, bytes_sent() says {formula}")
+
+    # multi-dimensional input, out= and in place
+    x = data(3 * 5 * 7, "float64", seed=rank).reshape(3, 5, 7)
+    ref = oracle(x)
+    for algo in EXACT:
+        out = np.empty_like(x)
+        y = mpi_impl.allreduce(x, algo, out=out)
+        if y is not out or not close_enough(out, ref, x):
+            fail(f"{algo}: out= not filled correctly")
+        z = x.copy()
+        mpi_impl.allreduce(z, algo, out=z)
+        if not close_enough(z, ref, x):
+            fail(f"{algo}: in-place (out=x) wrong")
+    y = mpi_impl.allreduce(x.tolist(), "ring")           # lists are accepted as NumPy
+    if not close_enough(y, ref, x):
+        fail("ring: list input wrong")
+
+    # host staging, as GPU arrays use it: NumPy arrays stand in for device memory
+    for algo in ("ring", "ps", "sharded-ps", "tree", "mpi"):
+        for n in (0, 5, 1001):
+            x = data(n, "float64", seed=7 * rank + n)
+            ref = oracle(x)
+            buf = x.copy()
+            wire = Wire(comm, np, stage=True)
+            mpi_impl._MODULES[algo].allreduce(buf, wire)
+            if not close_enough(buf, ref, x):
+                fail(f"staged {algo} n={n}: wrong result")
+            if p > 1 and n > 0 and wire.bytes_staged == 0:
+                fail(f"staged {algo} n={n}: nothing went through host buffers")
+
+bad = np.array([len(failures)])
+comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
+for line in failures:
+    print(line, flush=True)
+if rank == 0:
+    print(f"collectives_check: {p} ranks, {bad[0]} failures", flush=True)
+sys.exit(1 if bad[0] else 0)
