@@ -103,6 +103,24 @@ class Flatten(Layer):
         return dout.reshape(self.shape)
 
 
+def array_module(a):
+    """numpy or cupy, whichever module the array `a` belongs to (cupy imported only then)."""
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy
+    return np
+
+
+def _pad(x, pad):
+    if pad == 0:
+        return x
+    return array_module(x).pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+
+
+def _zeros_like_shape(a, shape):
+    return array_module(a).zeros(shape, dtype=a.dtype)
+
+
 def im2col(x, k):
     """Unfold every k x k patch of x (B, C, H, W), zero-padded to keep H x W ("same").
 
@@ -113,7 +131,7 @@ def im2col(x, k):
     B, C, H, W = x.shape
     pad = k // 2
     xpad = _pad(x, pad)
-    cols = _namespace(x).empty((B, C, k, k, H, W), dtype=x.dtype)
+    cols = array_module(x).empty((B, C, k, k, H, W), dtype=x.dtype)
     for di in range(k):
         for dj in range(k):
             cols[:, :, di, dj] = xpad[:, :, di:di + H, dj:dj + W]
@@ -130,24 +148,6 @@ def col2im(cols, x_shape, k):
         for dj in range(k):
             xpad[:, :, di:di + H, dj:dj + W] += cols[:, :, di, dj]
     return xpad[:, :, pad:pad + H, pad:pad + W]
-
-
-def _namespace(a):
-    """numpy or cupy, whichever module the array `a` belongs to."""
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-        return cupy
-    return np
-
-
-def _pad(x, pad):
-    if pad == 0:
-        return x
-    return _namespace(x).pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-
-
-def _zeros_like_shape(a, shape):
-    return _namespace(a).zeros(shape, dtype=a.dtype)
 
 
 class Conv2d(Layer):
@@ -214,7 +214,7 @@ class MaxPool2(Layer):
 
     def backward(self, dout):
         B, C, H, W = self.x_shape
-        xp = _namespace(dout)
+        xp = array_module(dout)
         onehot = self.winner[..., None] == xp.arange(4)       # (B, C, H/2, W/2, 4)
         dwin = onehot * dout[..., None]
         dwin = dwin.reshape(B, C, H // 2, W // 2, 2, 2).transpose(0, 1, 2, 4, 3, 5)
@@ -341,7 +341,7 @@ def softmax_cross_entropy(logits, labels):
     Returns (loss, dlogits, correct): dlogits is d(mean loss)/d(logits), correct is the
     number of samples whose largest logit is the true class.
     """
-    xp = _namespace(logits)
+    xp = array_module(logits)
     B = logits.shape[0]
     shifted = logits - logits.max(axis=1, keepdims=True)      # for numerical stability
     log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))
