@@ -1,0 +1,141 @@
+"""Data sets for training, and how each rank gets its own shard.
+
+Three sources, all returned as (train, test) pairs of `Dataset` (images as float32 arrays
+of shape (N, C, H, W), labels as int64):
+
+- `synthetic`: random Gaussian images labelled by a fixed random "teacher" network, so
+  there is a rule to learn and no file to read (the "synthetic data" of benchmark runs).
+- `digits`: scikit-learn's 1,797 handwritten digits (8x8 grey images, ten classes). It
+  ships inside scikit-learn, so nothing is downloaded (pip install dpsim[digits]).
+- `cifar10`: the CIFAR-10 binary format, for users who have it: files `data_batch_*.bin`
+  and `test_batch.bin`, each a run of 3,073-byte records (1 label byte, then 3,072 pixel
+  bytes: the red, green and blue 32x32 planes).
+
+Sharding: `shard_indices` gives each rank a disjoint, equal-sized slice of one random
+permutation of the training set, decided by the seed alone, so every rank can compute its
+shard without talking to the others.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+SOURCES = ("synthetic", "digits", "cifar10")
+TEST_FRACTION = 0.2          # for sources without their own test set
+SPLIT_SEED = 12345           # the train/test split does not change with --seed
+
+
+class DataError(ValueError):
+    """A data set that cannot be used as asked (missing file, too few samples)."""
+
+
+@dataclass
+class Dataset:
+    x: np.ndarray            # (N, C, H, W) float32
+    y: np.ndarray            # (N,) int64
+    classes: int
+
+    def __len__(self):
+        return len(self.y)
+
+    @property
+    def shape(self):
+        return self.x.shape[1:]
+
+
+def split(x, y, classes, test_fraction=TEST_FRACTION):
+    """Fixed random train/test split (the same for every rank and every --seed)."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+    n_test = int(round(len(y) * test_fraction))
+    test, train = order[:n_test], order[n_test:]
+    return Dataset(x[train], y[train], classes), Dataset(x[test], y[test], classes)
+
+
+def synthetic(samples=4096, shape=(1, 8, 8), classes=10, seed=0):
+    """Gaussian images; label = argmax of a fixed random two-layer tanh network's output."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((samples, *shape)).astype(np.float32)
+    n_in = int(np.prod(shape))
+    hidden = 32
+    w1 = rng.standard_normal((n_in, hidden)) / np.sqrt(n_in)
+    w2 = rng.standard_normal((hidden, classes)) / np.sqrt(hidden)
+    y = (np.tanh(x.reshape(samples, -1) @ w1) @ w2).argmax(axis=1).astype(np.int64)
+    return split(x, y, classes)
+
+
+def digits():
+    """scikit-learn's 8x8 digits, scaled to [0, 1] and centred."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise DataError("--data digits needs scikit-learn: pip install 'dpsim[digits]'") from None
+    bunch = load_digits()
+    x = (bunch.data.astype(np.float32) / 16.0 - 0.5).reshape(-1, 1, 8, 8)
+    y = bunch.target.astype(np.int64)
+    return split(x, y, classes=10)
+
+
+RECORD_BYTES = 1 + 3 * 32 * 32
+
+
+def read_cifar10_file(path):
+    """One CIFAR-10 binary file -> (uint8 images (N, 3, 32, 32), int64 labels)."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size == 0 or raw.size % RECORD_BYTES:
+        raise DataError(f"{path}: size {raw.size} bytes is not a multiple of the "
+                        f"{RECORD_BYTES}-byte CIFAR-10 record")
+    records = raw.reshape(-1, RECORD_BYTES)
+    return records[:, 1:].reshape(-1, 3, 32, 32), records[:, 0].astype(np.int64)
+
+
+def cifar10(directory):
+    """data_batch_*.bin (train) and test_batch.bin (test, if present) from `directory`."""
+    directory = Path(directory) if directory else None
+    if directory is None or not directory.is_dir():
+        raise DataError(f"--data cifar10 needs --data-dir pointing to the folder with "
+                        f"data_batch_*.bin (got {directory})")
+    train_files = sorted(directory.glob("data_batch_*.bin"))
+    if not train_files:
+        raise DataError(f"--data-dir {directory}: no data_batch_*.bin files")
+    parts = [read_cifar10_file(f) for f in train_files]
+    images = np.concatenate([p[0] for p in parts])
+    labels = np.concatenate([p[1] for p in parts])
+    if labels.max() >= 10:
+        raise DataError(f"--data-dir {directory}: label {labels.max()} out of range 0-9")
+
+    def scale(u8):
+        return (u8.astype(np.float32) / 255.0 - 0.5)
+
+    test_file = directory / "test_batch.bin"
+    if test_file.exists():
+        test_images, test_labels = read_cifar10_file(test_file)
+        return Dataset(scale(images), labels, 10), Dataset(scale(test_images), test_labels, 10)
+    return split(scale(images), labels, classes=10)
+
+
+def load(source, samples=None, data_dir=None, seed=0):
+    """(train, test) for --data SOURCE; `samples` caps the training set size (synthetic:
+    sets it)."""
+    if source == "synthetic":
+        total = int(round((samples or 4096) / (1 - TEST_FRACTION)))
+        train, test = synthetic(samples=total, seed=seed)
+    elif source == "digits":
+        train, test = digits()
+    elif source == "cifar10":
+        train, test = cifar10(data_dir)
+    else:
+        raise DataError(f"unknown data source {source!r}; choose from {', '.join(SOURCES)}")
+    if samples and source != "synthetic" and samples < len(train):
+        train = Dataset(train.x[:samples], train.y[:samples], train.classes)
+    return train, test
+
+
+def shard_indices(n, rank, size, seed):
+    """This rank's training sample indices: block `rank` of a seeded permutation of range(n).
+
+    Every shard has n // size samples (the remainder is dropped, so all ranks take the
+    same number of steps per epoch). Shards are disjoint and the same on every run.
+    """
+    per_rank = n // size
+    order = np.random.default_rng(seed).permutation(n)
+    return order[rank * per_rank:(rank + 1) * per_rank]

@@ -1,0 +1,316 @@
+"""Synchronous data-parallel SGD: average the gradient over ranks, then a momentum step.
+
+Synchronous SGD on N ranks with b samples each is ordinary SGD with batch N*b: every rank
+computes the mean gradient of its own b samples, the ranks sum those gradients with an
+all-reduce and divide by N, and then every rank applies the same update to its own copy
+of the weights, so the copies never drift apart.
+
+`GradientAverager` does the averaging, with any of mpi_impl's all-reduce algorithms
+(`--sync`), optionally 1-bit compressed (`--compress 1bit`), either after backward or
+overlapped with it (`--overlap`):
+
+* without overlap: one all-reduce of the whole flat gradient after backward;
+* with overlap: the gradient is cut into buckets of about `bucket_mb` MB, whole layers
+  each, in backward order (the last layer's gradient is ready first). A bucket's
+  all-reduce starts as soon as backward has finished all its layers, so communication of
+  late layers runs while backward still computes early ones.
+    - `--sync mpi` on the CPU: MPI's own non-blocking `Iallreduce` per bucket. MPICH only
+      moves a non-blocking collective forward inside MPI calls, so the loop calls
+      `Testall` after every layer to give it a push.
+    - every other case (the hand-written algorithms, NCCL, 1-bit, GPU arrays): a
+      communication thread runs the blocking all-reduce of each bucket, in order, while
+      the main thread continues backward (NumPy and MPI release the GIL while they work).
+  `bucket_mb = 0` means one bucket, i.e. no overlap.
+
+1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual) per bucket,
+and sends full-precision gradients until `warmup_samples` samples have been trained.
+"""
+import queue
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl.nets import array_module
+from mpi_impl.timeline import COMM_TRACK
+
+
+class MomentumSGD:
+    """v <- momentum * v + g;  w <- w - lr * v   (in place on the flat buffers).
+
+    Cost: about 4 FLOPs and 5 memory passes per parameter; no communication.
+    """
+
+    def __init__(self, params, grads, lr, momentum):
+        self.params, self.grads = params, grads
+        self.lr, self.momentum = lr, momentum
+        self.xp = array_module(params)
+        self.velocity = params * 0
+        self._step = params * 0                      # scratch, reused every step
+
+    def step(self):
+        v = self.velocity
+        v *= self.momentum
+        v += self.grads
+        self.xp.multiply(v, self.lr, out=self._step)
+        self.params -= self._step
+
+
+def plan_buckets(layer_offsets, itemsize, bucket_mb):
+    """Cut the flat gradient into buckets of whole layers, in backward order.
+
+    layer_offsets: (layer, lo, hi) per layer with parameters, in forward order.
+    Returns [(lo, hi), ...], the first bucket holding the LAST layers (ready first).
+    Each bucket grows until it holds at least bucket_mb MB; bucket_mb <= 0 gives one.
+    """
+    total = layer_offsets[-1][2]
+    if bucket_mb <= 0:
+        return [(0, total)]
+    limit = bucket_mb * 1e6 / itemsize
+    buckets, hi = [], total
+    for _, lo, _ in reversed(layer_offsets):
+        if hi - lo >= limit:
+            buckets.append((lo, hi))
+            hi = lo
+    if hi > 0:
+        buckets.append((0, hi))
+    return buckets
+
+
+class GradientAverager:
+    """grads <- (sum over ranks of grads) / N, as configured; see the module docstring.
+
+    Per step: begin(compressed) before backward, ready(lo) from backward's callback,
+    finish() after backward. The timeline gets 'communication' and 'compression' spans
+    where the work runs and an 'exposed_comm' span for the loop's wait in finish().
+    """
+
+    def __init__(self, grads, layer_offsets, comm, sync="ring", compress="none",
+                 error_feedback=True, overlap=False, bucket_mb=25.0, timeline=None):
+        self.grads, self.comm, self.sync = grads, comm, sync
+        self.n = comm.Get_size()
+        self.timeline = timeline
+        self.buckets = plan_buckets(layer_offsets, grads.itemsize, bucket_mb if overlap else 0)
+        self.onebit = None
+        if compress == "1bit":
+            clock_the_codec()
+            self.onebit = [mpi_impl.OneBitAllreduce(comm=comm, error_feedback=error_feedback)
+                           for _ in self.buckets]
+        on_cpu = isinstance(grads, np.ndarray)
+        if len(self.buckets) == 1:
+            self.mode = "blocking"
+        elif sync == "mpi" and on_cpu and compress == "none":
+            self.mode = "iallreduce"
+            self.received = np.empty_like(grads)
+        else:
+            self.mode = "thread"
+            self.thread = CommThread(self._reduce_bucket)
+        self.bytes_sent = 0                           # by this rank, cumulative
+        self.compressed = False
+        self._first_call = True
+
+    # ------------------------------------------------------------------ the per-step calls
+    def begin(self, compressed):
+        """Start a step; compressed=False sends full precision (1-bit warm-up)."""
+        self.compressed = compressed and self.onebit is not None
+        self.started = 0                              # buckets started so far this step
+        self.requests = []
+
+    def ready(self, lo):
+        """Backward has finished everything from offset lo on: start the buckets inside.
+        (Without overlap there is one bucket, started by finish() after backward.)"""
+        if self.mode == "blocking" and lo > 0:
+            return
+        while self.started < len(self.buckets) and self.buckets[self.started][0] >= lo:
+            self._start(self.started)
+            self.started += 1
+        if self.requests:
+            MPI.Request.Testall(self.requests)        # let MPICH make progress
+
+    def finish(self):
+        """Block until the whole gradient is averaged (this wait is the exposed comm)."""
+        start = time.perf_counter()
+        self.ready(0)
+        if self.mode == "iallreduce":
+            MPI.Request.Waitall(self.requests)
+            np.multiply(self.received, 1.0 / self.n, out=self.grads)
+        elif self.mode == "thread":
+            self.thread.wait()
+        name = "gradient sync (blocking)" if self.mode == "blocking" else "wait for gradients"
+        self._record(name, start, "exposed_comm")
+
+    # ------------------------------------------------------------------ the work
+    def _start(self, b):
+        if self.mode == "blocking":
+            self._reduce_bucket(b)
+        elif self.mode == "iallreduce":
+            lo, hi = self.buckets[b]
+            start = time.perf_counter()
+            self.requests.append(self.comm.Iallreduce(self.grads[lo:hi], self.received[lo:hi]))
+            self.bytes_sent += mpi_impl.bytes_sent("mpi", hi - lo, self.grads.itemsize,
+                                                   self.n, self.comm.Get_rank())
+            self._record(f"Iallreduce bucket {b}", start, "communication")
+        else:
+            self.thread.submit(b)
+
+    def _reduce_bucket(self, b):
+        """Average bucket b in place with a blocking all-reduce (full or 1-bit)."""
+        lo, hi = self.buckets[b]
+        g = self.grads[lo:hi]
+        start = time.perf_counter()
+        codec_s = 0.0
+        if self.compressed:
+            onebit = self.onebit[b]
+            bytes_before, codec_before = onebit.bytes_sent, codec_seconds()
+            total = onebit(g)
+            self.bytes_sent += onebit.bytes_sent - bytes_before
+            codec_s = codec_seconds() - codec_before
+            name = f"1-bit allreduce bucket {b}"
+        else:
+            total = mpi_impl.allreduce(g, algo=self.sync, comm=self.comm, check=self._first_call)
+            self.bytes_sent += mpi_impl.bytes_sent(self.sync, hi - lo, g.itemsize, self.n,
+                                                   self.comm.Get_rank())
+            name = f"{self.sync} allreduce bucket {b}"
+        self._first_call = False
+        g[...] = total
+        g *= 1.0 / self.n
+        track = 0 if self.mode == "blocking" else COMM_TRACK
+        end = self._record(name, start, None, track=track, elements=hi - lo, codec_s=codec_s)
+        if self.timeline is not None:
+            self.timeline.count("compression", codec_s)
+            self.timeline.count("communication", end - start - codec_s)
+
+    def _record(self, name, start, phase, track=0, **args):
+        end = time.perf_counter()
+        if self.timeline is not None:
+            self.timeline.add(name, start, end, phase=phase, track=track, **args)
+        return end
+
+    def close(self):
+        if self.mode == "thread":
+            self.thread.close()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self):
+        """1-bit residuals by name, for checkpoints."""
+        arrays = {}
+        for b, onebit in enumerate(self.onebit or []):
+            residuals = onebit_residuals(onebit)
+            if residuals is not None:
+                arrays[f"worker_residual_{b}"], arrays[f"server_residual_{b}"] = residuals
+        return arrays
+
+    def load_state(self, arrays):
+        for b, onebit in enumerate(self.onebit or []):
+            if f"worker_residual_{b}" in arrays:
+                lo, hi = self.buckets[b]
+                set_onebit_residuals(onebit, arrays[f"worker_residual_{b}"],
+                                     arrays[f"server_residual_{b}"], self.grads[lo:hi])
+
+
+# Compression time: the 1-bit codec's encode/decode functions are wrapped with a clock,
+# so that the time spent quantising can be told apart from the time spent in MPI. (On a
+# GPU the codec only launches kernels; their run time shows up where the next MPI call
+# waits for the GPU, i.e. under communication.)
+_codec_clock = threading.local()
+
+
+def codec_seconds():
+    """Seconds this thread has spent in mpi_impl.onebit.encode/decode so far."""
+    return getattr(_codec_clock, "seconds", 0.0)
+
+
+def _timed(function):
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _codec_clock.seconds = codec_seconds() + time.perf_counter() - start
+    timed.clocked = True
+    return timed
+
+
+def clock_the_codec():
+    from mpi_impl import onebit
+    if not getattr(onebit.encode, "clocked", False):
+        onebit.encode, onebit.decode = _timed(onebit.encode), _timed(onebit.decode)
+
+
+# The error-feedback residuals live inside OneBitAllreduce (one "plan" per buffer size);
+# checkpoints need to read and write them, which these two helpers do.
+
+def onebit_residuals(onebit):
+    """(worker residual, server residual) of a OneBitAllreduce, or None before its first call."""
+    if not onebit._plans:
+        return None
+    (plan,) = onebit._plans.values()
+    return plan.worker_residual, plan.server_residual
+
+
+def set_onebit_residuals(onebit, worker, server, like):
+    """Give a fresh OneBitAllreduce the residuals saved from a previous run (like: the
+    gradient slice it will be called on)."""
+    from mpi_impl.onebit import _Plan
+    xp = array_module(like)
+    comm = onebit.comm
+    plan = _Plan(xp, like.size, like.dtype, comm.Get_size(), comm.Get_rank(), onebit.chunk)
+    plan.worker_residual[...] = xp.asarray(worker)
+    plan.server_residual[...] = xp.asarray(server)
+    onebit._plans[(like.size, str(like.dtype), xp.__name__)] = plan
+
+
+class CommThread:
+    """One background thread that runs `work(bucket)` for submitted buckets, in order.
+
+    A single thread keeps every rank's MPI calls in the same order (collectives must
+    match). An exception in the thread is re-raised by the next wait()."""
+
+    def __init__(self, work):
+        self.work = work
+        self.jobs = queue.Queue()
+        self.error = None
+        self.device = _current_cuda_device()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="gradient-sync")
+        self.thread.start()
+
+    def _run(self):
+        if self.device is not None:
+            import cupy
+            cupy.cuda.Device(self.device).use()
+        while True:
+            b = self.jobs.get()
+            try:
+                if b is None:
+                    return
+                if self.error is None:
+                    self.work(b)
+            except BaseException as error:
+                self.error = error
+            finally:
+                self.jobs.task_done()
+
+    def submit(self, b):
+        self.jobs.put(b)
+
+    def wait(self):
+        self.jobs.join()
+        if self.error is not None:
+            raise RuntimeError(f"gradient synchronisation failed: {self.error}") from self.error
+
+    def close(self):
+        self.jobs.put(None)
+        self.thread.join(timeout=5)
+
+
+def _current_cuda_device():
+    import sys
+    if "cupy" not in sys.modules:
+        return None
+    try:
+        import cupy
+        return cupy.cuda.Device().id
+    except Exception:
+        return None

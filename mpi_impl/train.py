@@ -1,0 +1,419 @@
+"""Data-parallel training with hand-written collectives, measured phase by phase.
+
+    mpiexec -n 4 python -m mpi_impl.train --data digits --model mlp --sync ring
+    mpiexec -n 4 python -m mpi_impl.train --data digits --compress 1bit --warmup-samples 5000
+    mpiexec -n 2 python -m mpi_impl.train --model cnn --width 16 --overlap --bucket-mb 0.01 \\
+        --json run.json --trace trace.json
+
+Every rank holds a full copy of the model and trains on its own shard of the data. One
+training step on every rank:
+
+    1. load       take the next batch of this rank's shard (from the loader's queue, or
+                  decoded right here with --loader-workers 0)
+    2. compute    forward, loss, backward: the gradient of this rank's batch_per_rank samples
+    3. sync       grads <- all-reduce(grads) / N   (--sync, --compress, --overlap)
+    4. update     momentum SGD step, identical on every rank
+
+so N ranks with b samples each do the same as one process with batch N*b. Rank 0 prints
+one line per epoch; --json writes per-epoch metrics and the time breakdown, --trace a
+Chrome trace with one process per rank.
+
+The JSON's top level follows the simulator's result contract (iteration_time_s,
+throughput_samples_per_s, bytes_sent_per_gpu, breakdown_s per iteration with keys
+compute, data_wait, exposed_comm, update, plus load, communication, compression), taken
+over the epochs after the first (the first one pays one-time costs) when there are several.
+Each entry of "epochs" has the same breakdown as totals in seconds for that epoch,
+averaged over ranks, and per rank.
+
+Testing hooks: MPI_IMPL_FAIL_AT_STEP=k makes rank MPI_IMPL_FAIL_RANK (default: the last
+rank) raise at its k-th training step, to check that a failing rank ends the whole job.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl import checkpoint, data, nets
+from mpi_impl.loader import Loader
+from mpi_impl.sgd import GradientAverager, MomentumSGD
+from mpi_impl.timeline import PHASES, Timeline, write_chrome_trace
+
+PROG = "mpi_impl.train"
+
+
+class UsageError(Exception):
+    """Bad input from the user: one line on stderr, exit code 2, no traceback.
+
+    Only raised where every rank reaches the same verdict (arguments, data sizes), so
+    that all ranks exit the same way and none is left waiting in a collective."""
+
+
+# ----------------------------------------------------------------------------- command line
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _number(kind, low, inclusive):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value < low or (value == low and not inclusive):
+            bound = f">= {low}" if inclusive else f"> {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+    return parse
+
+
+positive_int = _number(int, 0, inclusive=False)
+count = _number(int, 0, inclusive=True)
+positive_float = _number(float, 0, inclusive=False)
+nonnegative_float = _number(float, 0, inclusive=True)
+
+
+def build_parser():
+    p = Parser(prog=PROG, description="Synchronous data-parallel SGD (and 1-bit SGD) under mpiexec.")
+    m = p.add_argument_group("model")
+    m.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    m.add_argument("--width", type=positive_int, default=64,
+                   help="mlp: hidden units per layer; cnn: channels of the first conv (default 64)")
+    m.add_argument("--depth", type=positive_int, default=1, help="mlp: hidden layers (default 1)")
+    m.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    d = p.add_argument_group("data")
+    d.add_argument("--data", choices=data.SOURCES, default="synthetic")
+    d.add_argument("--data-dir", help="cifar10: folder with data_batch_*.bin")
+    d.add_argument("--samples", type=positive_int,
+                   help="training samples (synthetic: how many to make, default 4096; others: a cap)")
+    d.add_argument("--loader-workers", type=count, default=0,
+                   help="background loader threads; 0 loads inside the training loop (default 0)")
+    d.add_argument("--prefetch", type=positive_int, default=2, help="batches queued per loader worker")
+    d.add_argument("--decode-ms", type=nonnegative_float, default=0.0,
+                   help="busy CPU work per sample, standing in for JPEG decoding (default 0)")
+    t = p.add_argument_group("training")
+    t.add_argument("--batch-per-rank", type=positive_int, default=32)
+    t.add_argument("--epochs", type=positive_int, default=5)
+    t.add_argument("--lr", type=positive_float, default=0.05)
+    t.add_argument("--momentum", type=nonnegative_float, default=0.9)
+    t.add_argument("--seed", type=count, default=0)
+    t.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    s = p.add_argument_group("gradient synchronisation")
+    s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, default="ring")
+    s.add_argument("--compress", choices=("none", "1bit"), default="none")
+    s.add_argument("--no-error-feedback", action="store_true",
+                   help="1bit: drop the quantisation error instead of carrying it to the next step")
+    s.add_argument("--warmup-samples", type=count, default=0,
+                   help="1bit: full-precision sync until this many samples are trained globally (CNTK's -a)")
+    s.add_argument("--overlap", action="store_true",
+                   help="all-reduce gradient buckets while backward still runs")
+    s.add_argument("--bucket-mb", type=nonnegative_float, default=25.0,
+                   help="bucket size for --overlap in MB; 0 = one bucket (default 25)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
+    o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
+    o.add_argument("--checkpoint", metavar="DIR", help="save a checkpoint here after every epoch")
+    o.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint DIR")
+    return p
+
+
+def parse_args(argv, size):
+    """Parse and check everything that can be checked without data or other ranks."""
+    args = build_parser().parse_args(argv)
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint DIR")
+    if args.sync == "nccl" and args.device != "gpu":
+        raise UsageError("--sync nccl runs on NVIDIA GPUs: add --device gpu, or pick --sync "
+                         "from ring, ps, sharded-ps, tree, mpi")
+    if args.device == "gpu":
+        try:
+            import cupy  # noqa: F401
+        except ImportError:
+            raise UsageError("--device gpu needs CuPy: pip install 'dpsim[gpu]' (or use --device cpu)") from None
+    return args
+
+
+def load_data(args, size):
+    """(train, test) data sets, after checking that every rank gets at least one batch."""
+    try:
+        train_set, test_set = data.load(args.data, samples=args.samples, data_dir=args.data_dir,
+                                        seed=args.seed)
+    except data.DataError as error:
+        raise UsageError(str(error)) from None
+    n = len(train_set)
+    if size > n:
+        raise UsageError(f"{size} ranks but --data {args.data} has only {n} training samples; "
+                         f"use at most {n} ranks")
+    per_rank = n // size
+    if args.batch_per_rank > per_rank:
+        raise UsageError(f"--batch-per-rank {args.batch_per_rank} is larger than each rank's shard "
+                         f"({n} training samples / {size} ranks = {per_rank}); use at most {per_rank}")
+    if args.model == "cnn" and (train_set.shape[1] % 4 or train_set.shape[2] % 4):
+        raise UsageError(f"--model cnn needs image sides divisible by 4, got {train_set.shape}")
+    return train_set, test_set
+
+
+# ----------------------------------------------------------------------------- set-up
+
+def pick_device(args, comm):
+    """NumPy, or CuPy on GPU (local rank mod GPUs per node)."""
+    if args.device == "cpu":
+        return np, None
+    import cupy
+    local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
+    return cupy, lambda: cupy.cuda.get_current_stream().synchronize()
+
+
+def weights_digest(net):
+    return hashlib.sha256(checkpoint.to_numpy(net.params).tobytes()).hexdigest()
+
+
+def maybe_fail(step, rank, size):
+    """Injected failure for tests: MPI_IMPL_FAIL_AT_STEP=k (and MPI_IMPL_FAIL_RANK)."""
+    at = os.environ.get("MPI_IMPL_FAIL_AT_STEP")
+    if at and step == int(at) and rank == int(os.environ.get("MPI_IMPL_FAIL_RANK", size - 1)):
+        raise RuntimeError(f"injected failure at step {step} (MPI_IMPL_FAIL_AT_STEP={at})")
+
+
+CHECKPOINT_KEYS = ("model", "width", "depth", "dtype", "data", "samples", "batch_per_rank",
+                   "seed", "compress", "overlap", "bucket_mb")
+
+
+def save_checkpoint(args, comm, net, opt, averager, rng, epoch, samples_trained, history):
+    meta = {"epoch": epoch, "samples_trained": samples_trained, "ranks": comm.Get_size(),
+            "rng": rng.bit_generator.state, "history": history,
+            "config": {k: getattr(args, k) for k in CHECKPOINT_KEYS}}
+    arrays = {"params": net.params, "velocity": opt.velocity, **averager.state()}
+    checkpoint.save(args.checkpoint, comm.Get_rank(), arrays, meta)
+
+
+def restore_checkpoint(args, comm, net, opt, averager, rng):
+    """Load this rank's checkpoint; returns (epoch, samples_trained, history).
+    All ranks must have one, at the same epoch, written with the same settings."""
+    found = checkpoint.load(args.checkpoint, comm.Get_rank())
+    meta = found[1] if found else None
+    epochs = comm.allgather(meta["epoch"] if meta else None)     # off the data path
+    if all(e is None for e in epochs):
+        if comm.Get_rank() == 0:
+            print(f"no checkpoint in {args.checkpoint}; starting from epoch 1", flush=True)
+        return 0, 0, []
+    if None in epochs or len(set(epochs)) != 1:
+        raise UsageError(f"checkpoints in {args.checkpoint} disagree (epochs per rank: {epochs}); "
+                         f"delete them to start again")
+    wanted = {k: getattr(args, k) for k in CHECKPOINT_KEYS}
+    changed = sorted(k for k in CHECKPOINT_KEYS if meta["config"].get(k) != wanted[k])
+    if meta["ranks"] != comm.Get_size() or changed:
+        what = ", ".join(f"--{k.replace('_', '-')}" for k in changed) or "the number of ranks"
+        raise UsageError(f"cannot resume from {args.checkpoint}: {what} differ from the run that "
+                         f"wrote it")
+    arrays = found[0]
+    net.params[...] = net.xp.asarray(arrays["params"])
+    opt.velocity[...] = net.xp.asarray(arrays["velocity"])
+    averager.load_state(arrays)
+    rng.bit_generator.state = meta["rng"]
+    return meta["epoch"], meta["samples_trained"], meta["history"]
+
+
+# ----------------------------------------------------------------------------- the loop
+
+def run_epoch(epoch, order, ctx):
+    """One pass over this rank's shard; returns this rank's sums (loss, correct, count)."""
+    args, net, opt, averager, loader, tl, xp = (ctx[k] for k in
+                                                ("args", "net", "opt", "averager", "loader", "tl", "xp"))
+    steps = len(order) // args.batch_per_rank
+    global_batch = args.batch_per_rank * ctx["size"]
+    loss_sum, correct = 0.0, 0
+    batches = loader.epoch(order)
+    for step in range(steps):
+        ctx["steps_done"] += 1
+        maybe_fail(ctx["steps_done"], ctx["rank"], ctx["size"])
+
+        with tl.span("next batch", phase="data_wait"):
+            x, y = next(batches)
+            x, y = xp.asarray(x), xp.asarray(y)
+
+        compressed = ctx["samples_trained"] >= args.warmup_samples
+        averager.begin(compressed)
+        with tl.span("forward + backward", phase="compute"):
+            logits = net.forward(x)
+            loss, dlogits, ok = nets.softmax_cross_entropy(logits, y)
+            net.backward(dlogits, on_grads_ready=averager.ready)
+        averager.finish()
+
+        with tl.span("sgd step", phase="update"):
+            opt.step()
+
+        ctx["samples_trained"] += global_batch
+        loss_sum = loss_sum + loss * len(y)
+        correct = correct + ok
+        if ctx["progress"]:
+            show_progress(epoch, args.epochs, step + 1, steps)
+    return float(loss_sum), int(correct), steps * args.batch_per_rank
+
+
+def evaluate(net, dataset, batch=500):
+    """(mean loss, accuracy) on a whole data set, in batches."""
+    xp = net.xp
+    loss_sum, correct = 0.0, 0
+    for i in range(0, len(dataset), batch):
+        x, y = xp.asarray(dataset.x[i:i + batch]), xp.asarray(dataset.y[i:i + batch])
+        loss, _, ok = nets.softmax_cross_entropy(net.forward(x), y)
+        loss_sum += float(loss) * len(y)
+        correct += int(ok)
+    return loss_sum / len(dataset), correct / len(dataset)
+
+
+def show_progress(epoch, epochs, step, steps, width=30):
+    filled = width * step // steps
+    sys.stdout.write(f"\r  epoch {epoch + 1}/{epochs} [{'#' * filled}{'.' * (width - filled)}] "
+                     f"{step}/{steps}")
+    if step == steps:
+        sys.stdout.write("\r" + " " * (width + 40) + "\r")
+    sys.stdout.flush()
+
+
+def epoch_line(e):
+    """CNTK-style summary of one epoch."""
+    return (f"Finished Epoch [{e['epoch']} of {e['epochs']}]: loss = {e['train_loss']:.4f} * "
+            f"{e['samples']}, metric = {100 * (1 - e['train_accuracy']):.2f}% * {e['samples']}, "
+            f"{e['time_s']:.2f}s ({e['samples_per_s']:.1f} samples per second); "
+            f"test metric = {100 * (1 - e['test_accuracy']):.2f}% * {e['test_samples']}")
+
+
+def train(args, comm):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    train_set, test_set = load_data(args, size)
+    # ---- from here on every rank passed the same checks; collectives are safe
+    xp, gpu_sync = pick_device(args, comm)
+    tl = Timeline(rank, sync=gpu_sync, keep_spans=bool(args.trace))
+    net = nets.build(args.model, train_set.shape, train_set.classes, args.width, args.depth,
+                     xp=xp, dtype=args.dtype, seed=args.seed)
+    opt = MomentumSGD(net.params, net.grads, args.lr, args.momentum)
+    averager = GradientAverager(net.grads, net.layer_offsets, comm, sync=args.sync,
+                                compress=args.compress, error_feedback=not args.no_error_feedback,
+                                overlap=args.overlap, bucket_mb=args.bucket_mb, timeline=tl)
+    loader = Loader(train_set, args.batch_per_rank, workers=args.loader_workers,
+                    prefetch=args.prefetch, decode_ms=args.decode_ms, timeline=tl)
+    shard = data.shard_indices(len(train_set), rank, size, args.seed)
+    rng = np.random.default_rng([args.seed, rank])           # shuffles this rank's shard
+    steps = len(shard) // args.batch_per_rank
+
+    first_epoch, samples_trained, history = 0, 0, []
+    if args.resume:
+        first_epoch, samples_trained, history = restore_checkpoint(args, comm, net, opt, averager, rng)
+    if rank == 0:
+        print(f"{net.describe()}\n{args.data}: {len(train_set)} training / {len(test_set)} test "
+              f"samples; {size} ranks x {args.batch_per_rank} = global batch "
+              f"{size * args.batch_per_rank}, {steps} steps per epoch\nsync {args.sync}, "
+              f"compress {args.compress}"
+              + (f" (error feedback {'off' if args.no_error_feedback else 'on'}, "
+                 f"warm-up {args.warmup_samples} samples)" if args.compress == "1bit" else "")
+              + (f", overlap in {len(averager.buckets)} buckets ({averager.mode})" if args.overlap else ""),
+              flush=True)
+
+    ctx = dict(args=args, net=net, opt=opt, averager=averager, loader=loader, tl=tl, xp=xp,
+               rank=rank, size=size, steps_done=0, samples_trained=samples_trained,
+               progress=rank == 0 and sys.stdout.isatty())
+    comm.Barrier()
+    tl.start()
+    for epoch in range(first_epoch, args.epochs):
+        order = rng.permutation(shard)[:steps * args.batch_per_rank]
+        comm.Barrier()                         # nobody starts the clock while rank 0 evaluates
+        tl.take_totals()
+        bytes_before = averager.bytes_sent
+        start = time.perf_counter()
+        loss_sum, correct, n = run_epoch(epoch, order, ctx)
+        elapsed = time.perf_counter() - start
+
+        sums = np.array([loss_sum, correct, n], dtype=np.float64)
+        comm.Allreduce(MPI.IN_PLACE, sums)
+        per_rank = comm.gather({"breakdown_s": tl.take_totals(), "time_s": elapsed,
+                                "bytes_sent": averager.bytes_sent - bytes_before}, root=0)
+        if rank == 0:
+            test_loss, test_accuracy = evaluate(net, test_set)
+            record = epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy,
+                                  len(test_set))
+            history.append(record)
+            print(epoch_line(record), flush=True)
+        if args.checkpoint:
+            save_checkpoint(args, comm, net, opt, averager, rng, epoch + 1,
+                            ctx["samples_trained"], history if rank == 0 else [])
+    averager.close()
+
+    events = comm.gather(tl.chrome_events(), root=0) if args.trace else None
+    if rank == 0:
+        if args.trace:
+            write_chrome_trace(args.trace, events)
+        if args.json:
+            write_json(args, size, net, steps, history, weights_digest(net))
+
+
+def epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy, test_samples):
+    loss_sum, correct, n = sums
+    time_s = per_rank[0]["time_s"]
+    mean = {k: float(np.mean([r["breakdown_s"][k] for r in per_rank])) for k in PHASES}
+    return {
+        "epoch": epoch + 1, "epochs": args.epochs, "samples": int(n),
+        "train_loss": loss_sum / n, "train_accuracy": correct / n,
+        "test_loss": test_loss, "test_accuracy": test_accuracy, "test_samples": test_samples,
+        "time_s": time_s, "samples_per_s": n / time_s, "iteration_time_s": time_s / steps,
+        "steps": steps,
+        "bytes_sent_per_rank": float(np.mean([r["bytes_sent"] for r in per_rank])),
+        "breakdown_s": mean,
+        "breakdown_s_per_rank": [r["breakdown_s"] for r in per_rank],
+    }
+
+
+def write_json(args, size, net, steps, history, digest):
+    """The result, shaped like the simulator's (see the module docstring)."""
+    steady = history[1:] if len(history) > 1 else history
+    iterations = sum(e["steps"] for e in steady)
+    seconds = sum(e["time_s"] for e in steady)
+    result = {
+        "iteration_time_s": seconds / iterations,
+        "throughput_samples_per_s": sum(e["samples"] for e in steady) / seconds,
+        "bytes_sent_per_gpu": sum(e["bytes_sent_per_rank"] for e in steady) / iterations,
+        "breakdown_s": {k: sum(e["breakdown_s"][k] for e in steady) / iterations for k in PHASES},
+        "final_train_loss": history[-1]["train_loss"],
+        "final_test_accuracy": history[-1]["test_accuracy"],
+        "final_weights_sha256": digest,
+        "ranks": size, "global_batch": size * args.batch_per_rank, "steps_per_epoch": steps,
+        "model": {"name": args.model, "params": net.num_params,
+                  "param_bytes": net.num_params * net.params.itemsize,
+                  "flops_per_sample": net.flops_per_sample},
+        "config": vars(args),
+        "epochs": history,
+    }
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def main(argv=None):
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    try:
+        args = parse_args(argv, comm.Get_size())
+        train(args, comm)
+    except UsageError as error:
+        if rank == 0:
+            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except SystemExit:
+        raise
+    except BaseException as error:              # anything else: take the whole job down
+        print(f"rank {rank}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        comm.Abort(1)
+
+
+if __name__ == "__main__":
+    main()
