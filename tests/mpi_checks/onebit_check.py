@@ -1,0 +1,121 @@
+"""Run under mpiexec: OneBitAllreduce against a dense single-process oracle, bitwise.
+
+Every rank can recreate every rank's input (seeded by rank), so each rank runs the whole
+1-bit SGD exchange densely in plain NumPy -- quantise each rank's gradient plus its
+residual, sum in rank order, add the server residual, quantise again -- carrying the
+residuals across calls, and checks that the MPI result is the same, bit for bit.
+The oracle's quantiser is written here again, chunk by chunk, not imported.
+Also checks the bytes sent against the fp32 ring.  Exits 1 on any failure, on every rank.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl import ring
+
+comm = MPI.COMM_WORLD
+p, rank = comm.Get_size(), comm.Get_rank()
+failures = []
+
+
+def stripes(n):
+    return [len(s) for s in np.array_split(np.arange(n), p)]
+
+
+def quantise(v, chunk):
+    """Sign times mean |v| over each chunk of v (chunks start at v[0]); one chunk at a time."""
+    out = np.empty_like(v)
+    for start in range(0, v.size, chunk):
+        piece = v[start:start + chunk]
+        scale = np.abs(piece).mean()
+        out[start:start + chunk] = np.where(piece >= 0, scale, -scale)
+    return out
+
+
+def quantise_striped(v, chunk):
+    out, at = np.empty_like(v), 0
+    for length in stripes(v.size):
+        out[at:at + length] = quantise(v[at:at + length], chunk)
+        at += length
+    return out
+
+
+class DenseOracle:
+    def __init__(self, n, dtype, chunk, error_feedback):
+        self.worker = [np.zeros(n, dtype) for _ in range(p)]
+        self.server = np.zeros(n, dtype)
+        self.chunk, self.ef = chunk, error_feedback
+
+    def __call__(self, grads):
+        total = None
+        for r in range(p):
+            w = grads[r] + self.worker[r]
+            q = quantise_striped(w, self.chunk)
+            if self.ef:
+                self.worker[r] = w - q
+            total = q.copy() if total is None else total + q
+        total = total + self.server
+        result = quantise_striped(total, self.chunk)
+        if self.ef:
+            self.server = total - result
+        return result
+
+
+def grad(r, n, dtype, call):
+    rng = np.random.default_rng([r, n, call])
+    return (rng.standard_normal(n) * rng.uniform(0.1, 10)).astype(dtype)
+
+
+with mpi_impl.abort_on_error():
+    for dtype in ("float64", "float32"):
+        for n in sorted({0, 1, p, 2 * p + 1, 100, 1000, 3 * 256 * p + 13}):
+            for chunk, ef in ((256, True), (7, True), (256, False)):
+                onebit = mpi_impl.OneBitAllreduce(error_feedback=ef, chunk=chunk)
+                oracle = DenseOracle(n, dtype, chunk, ef)
+                for call in range(4):
+                    grads = [grad(r, n, dtype, call) for r in range(p)]
+                    got = onebit(grads[rank].reshape(-1, 1) if n else grads[rank])
+                    want = oracle(grads)
+                    where = f"1bit n={n} {dtype} chunk={chunk} ef={ef} call {call}"
+                    if got.dtype != want.dtype or got.size != n:
+                        failures.append(f"{where}: got {got.dtype} of size {got.size}")
+                    elif got.reshape(-1).tobytes() != want.tobytes():
+                        bad = np.flatnonzero(got.reshape(-1) != want)
+                        failures.append(f"{where}: {bad.size} elements differ from the oracle, "
+                                        f"first at {bad[:3]}")
+
+    # bandwidth: at most 1/25 of what the fp32 ring sends, for a large buffer
+    n = 1 << 20
+    for dtype in ("float32", "float64"):
+        onebit = mpi_impl.OneBitAllreduce()
+        onebit(np.ones(n, dtype))
+        fp32_ring = ring.bytes_sent(n, 4, p, rank)
+        if p > 1 and onebit.bytes_sent * 25 > fp32_ring:
+            failures.append(f"1bit {dtype} sent {onebit.bytes_sent} bytes, more than 1/25 of "
+                            f"the fp32 ring's {fp32_ring}")
+        if p == 1 and onebit.bytes_sent != 0:
+            failures.append(f"1bit on one rank sent {onebit.bytes_sent} bytes")
+
+    # error feedback: averaged over calls, the compressed sum approaches the true sum
+    n, calls = 4096, 40
+    g = grad(rank, n, "float64", 0)
+    exact = np.empty_like(g)
+    comm.Allreduce(g, exact)
+    errors = {}
+    for ef in (True, False):
+        onebit = mpi_impl.OneBitAllreduce(error_feedback=ef)
+        mean = sum(onebit(g) for _ in range(calls)) / calls
+        errors[ef] = np.abs(mean - exact).mean() / np.abs(exact).mean()
+    if not errors[True] < 0.2 * errors[False]:
+        failures.append(f"error feedback does not help: relative error {errors[True]:.3g} "
+                        f"with it, {errors[False]:.3g} without")
+
+bad = np.array([len(failures)])
+comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
+for line in failures[:20]:
+    print(f"[rank {rank}/{p}] {line}", flush=True)
+if rank == 0:
+    print(f"onebit_check: {p} ranks, {bad[0]} failures", flush=True)
+sys.exit(1 if bad[0] else 0)
