@@ -59,7 +59,7 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
         problem = "out must be a C-contiguous array of the same type, shape and dtype as x"
     if check:
         check_arguments(x, comm, algo=algo, algorithms=ALGORITHMS, device=is_gpu_array(x),
-                        problem=problem)
+                        problem=problem, about="out")
     if problem:
         raise ValueError(problem)
     if algo not in _MODULES:

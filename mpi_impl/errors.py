@@ -28,13 +28,13 @@ FLOAT_DTYPES = ("float32", "float64")
 
 
 def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPES,
-                    device=False, problem: str | None = None):
+                    device=False, problem: str | None = None, about: str = "arguments"):
     """Raise ValueError/TypeError on every rank if any rank's arguments are wrong.
 
     Checked: `algo` is one of `algorithms` (when given), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
-    CPU vs GPU.  `problem` is a message about some other argument that the caller found
-    wrong on this rank.  Costs one Allreduce of 10 integers.
+    CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
+    the caller found wrong on this rank.  Costs one Allreduce of 10 integers.
     """
     size = int(getattr(x, "size", -1))
     dtype = str(getattr(x, "dtype", type(x).__name__))
@@ -46,7 +46,7 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     low, high = both[:5], -both[5:]
 
     if high[4]:
-        raise ValueError(problem or "invalid arguments on another rank (see its message)")
+        raise ValueError(problem or f"invalid {about} on another rank (see that rank's message)")
     if low[1] < 0 or high[1] != low[1]:
         who = f"{algo!r} here" if algo_code < 0 else "an unknown or different one on another rank"
         raise ValueError(f"unknown or inconsistent algorithm ({who}); "
