@@ -5,6 +5,7 @@ Every field's unit is in its name. Anything a user gets wrong raises ScenarioErr
 key and what is allowed; nothing here ever lets a bad value reach the simulator.
 """
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,8 +129,8 @@ class Scenario:
 # ---------------------------------------------------------------- presets given inline or by name
 
 def _number(value, key, positive=True):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ScenarioError(key, f"expected a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ScenarioError(key, f"expected a finite number, got {value!r}")
     if positive and not value > 0:
         raise ScenarioError(key, f"must be > 0, got {value!r}")
     if not positive and value < 0:
@@ -188,11 +189,13 @@ def _check_field(f: dataclasses.Field, value, key):
             raise ScenarioError(key, f"expected true or false, got {value!r}")
         return value
     if want in (int, "int"):
+        if isinstance(value, float) and value.is_integer():   # TOML reads 25e6 as a float
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(key, f"expected an integer, got {value!r}")
     elif want in (float, "float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(key, f"expected a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ScenarioError(key, f"expected a finite number, got {value!r}")
         value = float(value)
     elif want in (str, "str"):
         if not isinstance(value, str):
@@ -255,6 +258,8 @@ def _check_resolves(sc: Scenario, model_table: dict):
             raise ScenarioError("model.preset", "give either a preset or params and flops_per_sample, not both")
         if not (sc.model.params > 0 and sc.model.flops_per_sample > 0):
             raise ScenarioError("model.params", "a custom model needs both params > 0 and flops_per_sample > 0")
+        if sc.model.layers > sc.model.params:
+            raise ScenarioError("model.layers", f"at most model.params ({sc.model.params}) layers, got {sc.model.layers}")
     elif sc.model.preset not in models.MODELS:
         raise ScenarioError("model.preset", f"unknown model {sc.model.preset!r}; choose one of: {', '.join(models.MODELS)}")
     if sc.sync.strategy == "dataparallel" and sc.cluster.nodes > 1:

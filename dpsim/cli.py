@@ -1,0 +1,160 @@
+"""The `dpsim` command: list, show, run, sweep.
+
+    dpsim list
+    dpsim show cntk-1bit-k80
+    dpsim run cntk-1bit-k80 --set sync.strategy=ps --json
+    dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8
+A mistake in the input ends in one line naming the key and what is allowed, and exit code 2.
+"""
+import argparse
+import json
+import sys
+
+from . import config, hardware, models
+from .errors import ScenarioError
+from .simulate import simulate, sweep
+
+
+def parse_sets(pairs) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ScenarioError("--set", f"expected section.key=value, got {pair!r}")
+        out[key.strip()] = config.parse_value(value.strip())
+    return out
+
+
+def parse_gpus(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ScenarioError("--gpus", f"expected comma-separated integers like 1,2,4,8, got {text!r}")
+    if not counts:
+        raise ScenarioError("--gpus", "a sweep needs at least one GPU count, e.g. 1,2,4,8")
+    return counts
+
+
+# ------------------------------------------------------------------ printing
+
+def describe(sc) -> str:
+    c, s = sc.cluster, sc.sync
+    gpu = c.gpu if isinstance(c.gpu, str) else sc.gpu_spec().name
+    where = f"{c.nodes} nodes x {c.gpus_per_node}" if c.nodes > 1 else f"{c.gpus_per_node}"
+    sync = s.strategy + (f" on {s.ps_location}" if s.strategy == "ps" else "")
+    return (f"{sc.name}: {where} x {gpu}, {sc.model.preset}, batch {sc.training.batch_per_gpu} per GPU, "
+            f"sync {sync}, overlap {'on' if s.overlap else 'off'}")
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+
+
+def print_result(sc, res, out=sys.stdout):
+    print(describe(sc), file=out)
+    it = res.iteration_time_s
+    print(f"  iteration      {it * 1e3:10.3f} ms", file=out)
+    print(f"  throughput     {res.throughput_samples_per_s:10,.0f} samples/s", file=out)
+    print(f"  speed-up       {res.speedup:10.2f} x on {res.gpus} GPUs (scaling efficiency {res.scaling_efficiency:.0%})", file=out)
+    print(f"  one sync       {res.sync_time_s * 1e3:10.3f} ms on its own; "
+          f"{fmt_bytes(res.bytes_sent_per_gpu)} sent per GPU per iteration", file=out)
+    print("  where an iteration's time goes:", file=out)
+    for key, seconds in res.breakdown_s.items():
+        share = seconds / it if it else 0.0
+        bar = "#" * round(share * 40)
+        print(f"    {key.replace('_', ' '):13s}{seconds * 1e3:10.3f} ms {share:5.0%}  {bar}", file=out)
+
+
+def print_sweep(results, out=sys.stdout):
+    print(f"{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
+          f"{'exposed comm ms':>16}", file=out)
+    for r in results:
+        print(f"{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
+              f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
+
+
+def cmd_list(args):
+    print("Scenarios (dpsim show NAME for details):")
+    for name in config.builtin_names():
+        sc = config.load_scenario(name)
+        print(f"  {name:28s} {sc.description.strip().splitlines()[0] if sc.description else ''}")
+    print("\nGPUs (per GPU: peak FP32 / FP16 TFLOP/s, memory GB/s; source):")
+    for g in hardware.GPUS.values():
+        print(f"  {g.name:6s} {g.fp32_tflops:7.2f} {g.fp16_tflops:8.1f} {g.mem_bw_gbs:7.0f}   {g.source}")
+    print("\nLinks (kind, GB/s per direction, latency us; source):")
+    for l in hardware.LINKS.values():
+        print(f"  {l.name:10s} {l.kind:10s} {l.bandwidth_gbs:7.3g} {l.latency_us:6.1f}   {l.source}")
+    print("\nModels (parameters, GFLOPs per sample forward+backward; source):")
+    for m in models.MODELS.values():
+        print(f"  {m.name:24s} {m.params / 1e6:8.2f} M {m.flops_per_sample / 1e9:9.2f}   {m.source}")
+
+
+def cmd_show(args):
+    sc = config.load_scenario(args.scenario, parse_sets(args.set))
+    print(f"# {sc.name}\n# {sc.description.strip()}\n# source: {sc.source.strip()}")
+    for section in config.SECTIONS:
+        print(f"\n[{section}]")
+        for key, value in getattr(sc, section).__dict__.items():
+            print(f"{key} = {json.dumps(value)}")
+
+
+def cmd_run(args):
+    sc = config.load_scenario(args.scenario, parse_sets(args.set))
+    res = simulate(sc)
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout, indent=2)
+        print()
+    else:
+        print_result(sc, res)
+
+
+def cmd_sweep(args):
+    sc = config.load_scenario(args.scenario, parse_sets(args.set))
+    results = sweep(sc, parse_gpus(args.gpus))
+    if args.json:
+        json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
+        print()
+    else:
+        print(describe(sc))
+        print_sweep(results)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dpsim", description="Simulate synchronous data-parallel training.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="built-in scenarios, GPUs, links and models, with sources")
+
+    def scenario_command(name, helptext):
+        q = sub.add_parser(name, help=helptext)
+        q.add_argument("scenario", help="built-in scenario name or path to a .toml file")
+        q.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a key, e.g. --set sync.strategy=ps (repeatable)")
+        return q
+
+    scenario_command("show", "print a scenario with every default filled in")
+    run = scenario_command("run", "simulate a scenario")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    sw = scenario_command("sweep", "simulate a scenario at several GPU counts")
+    sw.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1,2,4,8")
+    sw.add_argument("--json", action="store_true", help="print the results as JSON")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cmd_sweep}[args.command]
+    try:
+        handler(args)
+    except ScenarioError as e:
+        print(f"dpsim: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

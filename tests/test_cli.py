@@ -1,0 +1,60 @@
+"""The dpsim command as a user types it (a subprocess, like a shell)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def dpsim(*args):
+    return subprocess.run([sys.executable, "-m", "dpsim", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_list_names_presets_with_sources():
+    p = dpsim("list")
+    assert p.returncode == 0
+    for word in ("cntk-1bit-k80", "d2l-ps-vs-ring", "k80", "h200", "nvlink4", "ib-ndr", "bert-large", "datasheet"):
+        assert word in p.stdout
+
+
+def test_run_json_and_text_agree():
+    p = dpsim("run", "cntk-1bit-k80", "--set", "sync.strategy=ps", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["scenario"]["sync"]["strategy"] == "ps"
+    text = dpsim("run", "cntk-1bit-k80", "--set", "sync.strategy=ps").stdout
+    assert f"{d['throughput_samples_per_s']:,.0f} samples/s" in text
+    assert "exposed comm" in text
+
+
+def test_run_a_toml_file(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\n[cluster]\ngpus_per_node = 2\n[model]\npreset = "resnet50"\n'
+                 '[sync]\nstrategy = "tree"\n')
+    p = dpsim("run", str(f), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["scenario"]["name"] == "mine"
+
+
+def test_sweep_prints_one_row_per_gpu_count():
+    p = dpsim("sweep", "d2l-ps-vs-ring", "--gpus", "1,2,4", "--json")
+    assert p.returncode == 0, p.stderr
+    runs = json.loads(p.stdout)
+    assert [r["gpus"] for r in runs] == [1, 2, 4]
+
+
+@pytest.mark.parametrize("args, key", [
+    (["run", "no-such-scenario"], "scenario"),
+    (["run", "cntk-1bit-k80", "--set", "cluster.nodes=0"], "cluster.nodes"),
+    (["run", "cntk-1bit-k80", "--set", "sync.strategy=gossip"], "sync.strategy"),
+    (["run", "cntk-1bit-k80", "--set", "cluster.intra={bandwidth_gbs=-1, latency_us=1}"], "cluster.intra.bandwidth_gbs"),
+    (["run", "cntk-1bit-k80", "--set", "cluster.colour=blue"], "cluster.colour"),
+    (["run", "cntk-1bit-k80", "--set", "nodes"], "--set"),
+    (["sweep", "cntk-1bit-k80", "--gpus", ""], "--gpus"),
+    (["sweep", "cntk-1bit-k80", "--gpus", "2,x"], "--gpus"),
+    (["run", "/nonexistent/file.toml"], "file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, key):
+    p = dpsim(*args)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and key in p.stderr and "Traceback" not in p.stderr
