@@ -167,15 +167,15 @@ class GradientAverager:
             total = onebit(g)
             self.bytes_sent += onebit.bytes_sent - bytes_before
             codec_s = codec_seconds() - codec_before
+            g[...] = total
             name = f"1-bit allreduce bucket {b}"
         else:
-            total = mpi_impl.allreduce(g, algo=self.sync, comm=self.comm, check=self._first_call)
+            mpi_impl.allreduce(g, algo=self.sync, comm=self.comm, out=g, check=self._first_call)
             self.bytes_sent += mpi_impl.bytes_sent(self.sync, hi - lo, g.itemsize, self.n,
                                                    self.comm.Get_rank())
             name = f"{self.sync} allreduce bucket {b}"
         self._first_call = False
-        g[...] = total
-        g *= 1.0 / self.n
+        g *= 1.0 / self.n                             # sum -> mean
         track = 0 if self.mode == "blocking" else COMM_TRACK
         end = self._record(name, start, None, track=track, elements=hi - lo, codec_s=codec_s)
         if self.timeline is not None:
