@@ -66,9 +66,14 @@ def encode(v, chunk: int = CHUNK):
 def decode(signs, scales, n: int, out, chunk: int = CHUNK):
     """Write the n values that (signs, scales) stand for into out: +scale or -scale each."""
     xp = array_module(out)
-    positive = xp.unpackbits(signs)[:n] == 1
-    magnitude = xp.repeat(scales, chunk)[:n]
-    xp.copyto(out, xp.where(positive, magnitude, -magnitude))
+    unit = xp.asarray([-1, 1], dtype=out.dtype)
+    xp.take(unit, xp.unpackbits(signs)[:n], out=out)   # bit 1 -> +1.0, bit 0 -> -1.0
+    full = n // chunk
+    if full:
+        by_chunk = out[:full * chunk].reshape(full, chunk)
+        xp.multiply(by_chunk, scales[:full, None], out=by_chunk)   # +-1 * s is exact
+    if n % chunk:
+        out[full * chunk:] *= scales[full]
     return out
 
 
