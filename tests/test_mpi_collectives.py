@@ -69,3 +69,17 @@ def test_import_does_not_need_cupy():
         capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "sharded-ps" in proc.stdout
+
+
+def test_gpu_arrays_are_staged_unless_mpi_is_cuda_aware(monkeypatch):
+    # a stand-in for the cupy module: only its name matters for the choice
+    import types
+    from mpi4py import MPI
+    import mpi_impl
+    fake_cupy = types.SimpleNamespace(__name__="cupy")
+    monkeypatch.delenv("MPI_IMPL_CUDA_AWARE", raising=False)
+    assert mpi_impl.make_wire(MPI.COMM_SELF, fake_cupy).stage is True
+    assert mpi_impl.make_wire(MPI.COMM_SELF, fake_cupy, cuda_aware=True).stage is False
+    monkeypatch.setenv("MPI_IMPL_CUDA_AWARE", "1")
+    assert mpi_impl.make_wire(MPI.COMM_SELF, fake_cupy).stage is False
+    assert mpi_impl.make_wire(MPI.COMM_SELF, np).stage is False       # NumPy: never staged
