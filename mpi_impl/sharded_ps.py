@@ -1,19 +1,24 @@
 """Sharded parameter server: every rank is the server for one shard of the buffer.
 
-The buffer of n elements is cut into p shards; rank j owns shard j.
+The buffer of n elements is cut into p shards; rank j owns shard j.  Every rank talks to
+every other rank directly (no ring, no tree), one partner per step, in p - 1 steps per phase
+(pairwise exchange: in step k, rank r sends to rank r + k and hears from rank r - k, so
+every rank is busy sending and receiving in every step).
 
-1. **Reduce the own shard.**  One all-to-all: every rank sends shard j of its buffer to rank
-   j and receives shard r from every rank into a (p x shard) table, which rank r sums row by
-   row, in rank order (so every rank's sum has the same rounding).
-2. **Gather the shards.**  One all-gather: every rank sends its finished shard to all others.
+1. **Reduce the own shard.**  In step k, rank r sends its copy of shard (r + k) to that
+   shard's owner, receives rank (r - k)'s copy of shard r, and adds it in.  After p - 1
+   steps rank r holds the full sum of shard r.
+2. **Gather the shards.**  In step k, rank r sends its finished shard to rank r + k and
+   receives the finished shard (r - k) from its owner.
 
 Every link now carries only 1/p of the traffic of a single server.  Per rank (Thakur,
-Rabenseifner & Gropp 2005 notation, direct exchange: p - 1 messages per phase)
+Rabenseifner & Gropp 2005 notation)
 
-    T_sharded = 2 (p - 1) alpha  +  2 (p - 1)/p m beta  +  (p - 1)/p m gamma
+    T_sharded = 2 (p - 1) alpha  +  2 (p - 1)/p  m beta  +  (p - 1)/p  m gamma
 
-the same bandwidth term as the ring, but each phase sends p - 1 messages at once, which a
-real network (incast at each owner) handles less gracefully than the ring's neighbour pairs.
+the same as the ring.  The difference shows on a real network: every rank talks to every
+other, so each step crosses the whole machine (a switch must carry it at once), while the
+ring only ever talks to neighbours.
 """
 from __future__ import annotations
 
@@ -26,21 +31,22 @@ def allreduce(buf, wire):
     if p == 1:
         return
     bounds = chunk_bounds(buf.size, p)
-    shard_sizes = [bounds[j + 1] - bounds[j] for j in range(p)]
-    mine = buf[bounds[r]:bounds[r + 1]]
 
-    # 1. send shard j to rank j; receive my shard from every rank, one row per sender
-    table = scratch(xp, "sharded-ps", p * mine.size, buf.dtype)
-    wire.alltoallv(buf, shard_sizes, table, [mine.size] * p)
-    rows = table.reshape(p, mine.size)
-    xp.copyto(mine, rows[0])
-    for sender in range(1, p):
-        xp.add(mine, rows[sender], out=mine)
+    def shard(j):
+        j %= p
+        return buf[bounds[j]:bounds[j + 1]]
 
-    # 2. everyone gathers everyone's finished shard
-    finished = scratch(xp, "sharded-ps:mine", mine.size, buf.dtype)
-    xp.copyto(finished, mine)
-    wire.allgatherv(finished, buf, shard_sizes)
+    mine = shard(r)
+    incoming = scratch(xp, "sharded-ps", mine.size, buf.dtype)
+
+    # 1. reduce my shard: everyone's copy of it comes to me, one sender per step
+    for k in range(1, p):
+        wire.sendrecv(shard(r + k), (r + k) % p, incoming, (r - k) % p)
+        xp.add(mine, incoming, out=mine)
+
+    # 2. gather: my finished shard goes to everyone, theirs come to me
+    for k in range(1, p):
+        wire.sendrecv(mine, (r + k) % p, shard(r - k), (r - k) % p)
 
 
 def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
