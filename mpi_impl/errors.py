@@ -28,22 +28,26 @@ FLOAT_DTYPES = ("float32", "float64")
 
 
 def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPES,
-                    device=False, problem: str | None = None, about: str = "arguments"):
+                    device=False, problem: str | None = None, about: str = "arguments",
+                    same: dict | None = None):
     """Raise ValueError/TypeError on every rank if any rank's arguments are wrong.
 
     Checked: `algo` is one of `algorithms` (when given), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
     CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
-    the caller found wrong on this rank.  Costs one Allreduce of 10 integers.
+    the caller found wrong on this rank.  `same` maps names to integer settings that must
+    agree across ranks (e.g. a chunk size).  Costs one Allreduce of a few integers.
     """
     size = int(getattr(x, "size", -1))
     dtype = str(getattr(x, "dtype", type(x).__name__))
     algo_code = algorithms.index(algo) if algo in algorithms else -1
     dtype_code = dtypes.index(dtype) if dtype in dtypes else -1
+    same = same or {}
     mine = [size, algo_code if algorithms else 0, dtype_code, int(device), int(bool(problem))]
+    mine += [int(v) for v in same.values()]
     both = np.array(mine + [-v for v in mine], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
-    low, high = both[:5], -both[5:]
+    low, high = both[:len(mine)], -both[len(mine):]
 
     if high[4]:
         raise ValueError(problem or f"invalid {about} on another rank (see that rank's message)")
@@ -63,6 +67,10 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     if low[3] != high[3]:
         raise TypeError("some ranks passed GPU (CuPy) arrays and others CPU (NumPy) arrays; "
                         "use the same kind on every rank")
+    for i, (name, value) in enumerate(same.items(), start=5):
+        if low[i] != high[i]:
+            raise ValueError(f"{name} differs across ranks ({low[i]} to {high[i]}, {value} "
+                             f"here); every rank must use the same {name}")
 
 
 def _report_and_abort(exc_type, exc, tb, comm):

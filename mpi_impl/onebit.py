@@ -126,7 +126,8 @@ class OneBitAllreduce:
         xp = array_module(x)
         if xp.__name__ == "numpy":
             x = xp.asarray(x)
-        check_arguments(x, self.comm, dtypes=FLOAT_DTYPES, device=is_gpu_array(x))
+        check_arguments(x, self.comm, dtypes=FLOAT_DTYPES, device=is_gpu_array(x),
+                        same={"chunk": self.chunk, "error_feedback": self.error_feedback})
         p, rank = self.comm.Get_size(), self.comm.Get_rank()
         key = (x.size, str(x.dtype), xp.__name__)
         if key not in self._plans:

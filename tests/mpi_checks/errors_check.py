@@ -38,6 +38,8 @@ CASES = [
     ("1bit lengths differ", lambda: mpi_impl.OneBitAllreduce()(ones(100 * (rank + 1))),
      ValueError, ["lengths"]),
     ("1bit bad chunk", lambda: mpi_impl.OneBitAllreduce(chunk=0), ValueError, ["chunk"]),
+    ("1bit chunk differs", lambda: mpi_impl.OneBitAllreduce(chunk=256 + rank)(ones(1000)),
+     ValueError, ["chunk", "every rank"]),
 ]
 
 with mpi_impl.abort_on_error():
