@@ -122,6 +122,23 @@ class OneBitAllreduce:
         """Forget all residuals (e.g. when training restarts)."""
         self._plans.clear()
 
+    def residuals(self, like):
+        """(worker residual, server residual) for buffers like `like`, or None before the
+        first call on one; the worker residual has like.size elements, the server residual
+        one per element of this rank's stripe.  For checkpoints."""
+        xp = array_module(like)
+        plan = self._plans.get((like.size, str(like.dtype), xp.__name__))
+        return None if plan is None else (plan.worker_residual, plan.server_residual)
+
+    def set_residuals(self, like, worker, server):
+        """Start from saved residuals (as returned by residuals()) for buffers like `like`."""
+        xp = array_module(like)
+        p, rank = self.comm.Get_size(), self.comm.Get_rank()
+        plan = _Plan(xp, like.size, like.dtype, p, rank, self.chunk)
+        plan.worker_residual[...] = xp.asarray(worker).reshape(-1)
+        plan.server_residual[...] = xp.asarray(server).reshape(-1)
+        self._plans[(like.size, str(like.dtype), xp.__name__)] = plan
+
     def __call__(self, x):
         xp = array_module(x)
         if xp.__name__ == "numpy":

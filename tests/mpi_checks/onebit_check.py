@@ -88,6 +88,17 @@ with mpi_impl.abort_on_error():
                         failures.append(f"{where}: {bad.size} elements differ from the oracle, "
                                         f"first at {bad[:3]}")
 
+    # residuals can be saved and restored (checkpoints): a restored copy continues identically
+    n = 3001
+    first, second = mpi_impl.OneBitAllreduce(), mpi_impl.OneBitAllreduce()
+    g = grad(rank, n, "float64", 0)
+    first(g)
+    if second.residuals(g) is not None:
+        failures.append("residuals() before the first call should be None")
+    second.set_residuals(g, *[r.copy() for r in first.residuals(g)])
+    if first(g).tobytes() != second(g).tobytes():
+        failures.append("an instance with restored residuals continues differently")
+
     # bandwidth: at most 1/25 of what the fp32 ring sends, for a large buffer
     n = 1 << 20
     for dtype in ("float32", "float64"):
