@@ -1,0 +1,149 @@
+"""`mpiexec -n N python -m mpi_impl.train` end to end: accuracy, equal trajectories,
+bitwise reproducibility, checkpoint/resume, failures and bad input.
+
+Each job is small (the digits data, a 64-unit MLP): these tests run on a 2-core laptop
+with 4 ranks oversubscribed. Results are compared through the --json output.
+"""
+import json
+import time
+
+import numpy as np
+import pytest
+
+from tests.mpirun import run_mpi
+
+pytest.importorskip("sklearn")
+
+# Synchronous SGD on the digits: 15 epochs of global batch 64 reach about 97% test accuracy.
+DIGITS = ["--data", "digits", "--batch-per-rank", "16", "--lr", "0.1", "--momentum", "0.5"]
+
+
+def train(n, tmp_path, *args, name="run", timeout=90, env=None):
+    """Run the trainer on n ranks; return its JSON result (and fail with its stderr if it fails)."""
+    out = tmp_path / f"{name}.json"
+    proc = run_mpi(n, ["-m", "mpi_impl.train", *args, "--json", str(out)], timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc
+
+
+def test_sgd_and_1bit_sgd_on_digits(tmp_path):
+    sync, proc = train(4, tmp_path, *DIGITS, "--epochs", "15", name="sync")
+    onebit, _ = train(4, tmp_path, *DIGITS, "--epochs", "15", "--compress", "1bit", name="onebit")
+    plain, _ = train(4, tmp_path, *DIGITS, "--epochs", "15", "--compress", "1bit",
+                     "--no-error-feedback", name="noef")
+    acc = {k: r["final_test_accuracy"] for k, r in
+           [("sync", sync), ("1bit", onebit), ("1bit, no error feedback", plain)]}
+    assert acc["sync"] >= 0.95, acc
+    assert acc["1bit"] >= acc["sync"] - 0.01, acc
+    assert acc["1bit, no error feedback"] <= acc["sync"] - 0.02, acc
+    # 1-bit sends about 1/32 of the bytes (plus one scale per 256 elements)
+    assert onebit["bytes_sent_per_gpu"] < sync["bytes_sent_per_gpu"] / 20
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("Finished Epoch")]
+    assert len(lines) == 15 and lines[0].startswith("Finished Epoch [1 of 15]: loss = ")
+    assert "samples per second" in lines[-1]
+
+
+TRAJECTORY = [*DIGITS, "--samples", "640", "--epochs", "2", "--dtype", "float64"]
+
+
+def test_algorithms_follow_the_same_trajectory(tmp_path):
+    runs = {}
+    for sync in ("ring", "ps", "sharded-ps", "tree", "mpi"):
+        runs[sync] = train(4, tmp_path, *TRAJECTORY, "--sync", sync, name=sync)[0]
+    # overlap: ring buckets in the communication thread, mpi buckets with Iallreduce
+    for sync in ("ring", "mpi"):
+        runs[f"{sync}+overlap"] = train(4, tmp_path, *TRAJECTORY, "--sync", sync, "--overlap",
+                                        "--bucket-mb", "0.005", name=f"{sync}-overlap")[0]
+    assert runs["ring+overlap"]["config"]["overlap"]
+    reference = np.array([e["train_loss"] for e in runs["mpi"]["epochs"]])
+    for name, run in runs.items():
+        losses = np.array([e["train_loss"] for e in run["epochs"]])
+        assert np.allclose(losses, reference, rtol=1e-9, atol=0), (name, losses, reference)
+    # the tolerance is tight enough to notice a different run
+    other = train(4, tmp_path, *TRAJECTORY, "--sync", "mpi", "--seed", "1", name="seed1")[0]
+    assert not np.allclose([e["train_loss"] for e in other["epochs"]], reference, rtol=1e-9, atol=0)
+
+
+RESUMABLE = [*DIGITS, "--compress", "1bit", "--loader-workers", "2", "--overlap",
+             "--bucket-mb", "0.005"]
+
+
+def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_path):
+    first, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="first")
+    second, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="second")
+    assert first["final_weights_sha256"] == second["final_weights_sha256"]
+
+    ckpt = str(tmp_path / "ckpt")
+    train(2, tmp_path, *RESUMABLE, "--epochs", "2", "--checkpoint", ckpt, name="part1")
+    resumed, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", "--checkpoint", ckpt, "--resume",
+                       name="part2")
+    assert resumed["final_weights_sha256"] == first["final_weights_sha256"]
+    assert [e["train_loss"] for e in resumed["epochs"]] == [e["train_loss"] for e in first["epochs"]]
+    with np.load(tmp_path / "ckpt" / "rank1.npz") as saved:
+        assert "worker_residual_0" in saved.files and "velocity" in saved.files
+        assert json.loads(str(saved["meta"]))["epoch"] == 4
+
+
+def test_resume_refuses_changed_settings(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    train(2, tmp_path, *DIGITS, "--epochs", "1", "--checkpoint", ckpt, name="a")
+    proc = run_mpi(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--width", "32",
+                       "--checkpoint", ckpt, "--resume"], timeout=60)
+    assert proc.returncode == 2 and "--width" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_json_and_trace(tmp_path):
+    trace = tmp_path / "trace.json"
+    result, _ = train(2, tmp_path, "--model", "cnn", "--width", "4", "--data", "digits",
+                      "--samples", "256", "--batch-per-rank", "16", "--epochs", "2",
+                      "--loader-workers", "0", "--decode-ms", "0.2", "--trace", str(trace))
+    phases = {"load", "compute", "communication", "compression", "update", "data_wait", "exposed_comm"}
+    assert set(result["breakdown_s"]) == phases
+    assert result["model"]["params"] > 0 and result["model"]["flops_per_sample"] > 0
+    epoch = result["epochs"][-1]
+    assert set(epoch) >= {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
+                          "samples_per_s", "iteration_time_s", "breakdown_s"}
+    # 128 samples per rank per epoch, each decoded for at least 0.2 ms, inside the loop
+    assert epoch["breakdown_s"]["load"] >= 128 * 0.2e-3 * 0.9
+    assert epoch["breakdown_s"]["data_wait"] >= epoch["breakdown_s"]["load"]
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["pid"] for e in events} == {0, 1}
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    assert {"forward + backward", "sgd step", "load batch"} <= {e["name"] for e in events}
+
+
+def test_cifar10_binary_data_with_cnn(tmp_path):
+    rng = np.random.default_rng(0)
+    records = np.concatenate([rng.integers(0, 10, (64, 1)), rng.integers(0, 256, (64, 3072))],
+                             axis=1).astype(np.uint8)
+    records.tofile(tmp_path / "data_batch_1.bin")
+    result, _ = train(2, tmp_path, "--data", "cifar10", "--data-dir", str(tmp_path),
+                      "--model", "cnn", "--width", "4", "--batch-per-rank", "8", "--epochs", "1")
+    assert result["steps_per_epoch"] == 3 and result["epochs"][0]["samples"] == 48
+
+
+def test_a_failing_rank_ends_the_job(tmp_path):
+    start = time.monotonic()
+    proc = run_mpi(4, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "5"], timeout=60,
+                   env={"MPI_IMPL_FAIL_AT_STEP": "3", "MPI_IMPL_FAIL_RANK": "2"})
+    assert proc.returncode != 0
+    assert "rank 2: RuntimeError: injected failure at step 3" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--sync", "butterfly"], ["--sync", "ring", "sharded-ps", "tree", "mpi", "nccl"]),
+    (["--batch-per-rank", "0"], ["--batch-per-rank", "must be > 0"]),
+    (["--compress", "2bit"], ["--compress", "none", "1bit"]),
+    (["--data", "synthetic", "--samples", "3"], ["4 ranks", "3 training samples"]),
+    (["--data", "digits", "--batch-per-rank", "500"], ["--batch-per-rank 500", "359"]),
+    (["--sync", "nccl"], ["--sync nccl", "--device gpu"]),
+])
+def test_bad_input_is_one_clear_line(args, names):
+    proc = run_mpi(4, ["-m", "mpi_impl.train", *args], timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mpi_impl.train: error: "), proc.stderr
+    for name in names:
+        assert name in lines[0], lines[0]
