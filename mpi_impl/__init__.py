@@ -17,7 +17,7 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from . import mpi_builtin, nccl, ps, ring, sharded_ps, tree
-from ._xp import Wire, array_module, cuda_aware_from_env, is_gpu_array
+from ._xp import array_module, is_gpu_array, make_wire
 from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
 from .onebit import OneBitAllreduce
 
@@ -74,13 +74,6 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     _MODULES[algo].allreduce(flat, wire)
     bytes_sent_by_algo[algo] += wire.bytes_sent
     return out
-
-
-def make_wire(comm, xp, cuda_aware: bool | None = None) -> Wire:
-    """A Wire for arrays of module xp: staged through host memory unless MPI is CUDA-aware."""
-    if cuda_aware is None:
-        cuda_aware = cuda_aware_from_env()
-    return Wire(comm, xp, stage=(xp.__name__ != "numpy" and not cuda_aware))
 
 
 def bytes_sent(algo: str, count: int, itemsize: int, nranks: int, rank: int = 0) -> int:

@@ -84,6 +84,13 @@ def _stream_synchronizer(xp):
     return lambda: xp.cuda.get_current_stream().synchronize()
 
 
+def make_wire(comm, xp, cuda_aware: bool | None = None) -> "Wire":
+    """A Wire for arrays of module xp: staged through host memory unless MPI is CUDA-aware."""
+    if cuda_aware is None:
+        cuda_aware = cuda_aware_from_env()
+    return Wire(comm, xp, stage=(xp.__name__ != "numpy" and not cuda_aware))
+
+
 class Wire:
     """MPI point-to-point and collective calls on array views, for NumPy and CuPy alike.
 

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from ._xp import Wire, array_module, chunk_bounds, cuda_aware_from_env, is_gpu_array
+from . import _xp
+from ._xp import array_module, chunk_bounds, cuda_aware_from_env, is_gpu_array
 from .errors import FLOAT_DTYPES, check_arguments
 
 CHUNK = 256
@@ -150,7 +151,7 @@ class OneBitAllreduce:
         if key not in self._plans:
             self._plans[key] = _Plan(xp, x.size, x.dtype, p, rank, self.chunk)
         plan = self._plans[key]
-        wire = Wire(self.comm, xp, stage=(xp.__name__ != "numpy" and not self.cuda_aware))
+        wire = _xp.make_wire(self.comm, xp, self.cuda_aware)
         c, st = self.chunk, plan.stripes
 
         # 1. worker: add the residual, quantise stripe by stripe, keep what was lost

@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import ring
+from mpi_impl import _xp, ring
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
@@ -98,6 +98,26 @@ with mpi_impl.abort_on_error():
     second.set_residuals(g, *[r.copy() for r in first.residuals(g)])
     if first(g).tobytes() != second(g).tobytes():
         failures.append("an instance with restored residuals continues differently")
+
+    # host staging, as for GPU arrays: NumPy pretends to be device memory; same bits expected
+    wires = []
+
+    def staged_wire(comm, xp, cuda_aware=None):
+        wires.append(_xp.Wire(comm, xp, stage=True))
+        return wires[-1]
+
+    plain, staged = mpi_impl.OneBitAllreduce(), mpi_impl.OneBitAllreduce()
+    g = grad(rank, 1001, "float32", 0)
+    want = [plain(g) for _ in range(2)]
+    real_make_wire, _xp.make_wire = _xp.make_wire, staged_wire
+    try:
+        got = [staged(g) for _ in range(2)]
+    finally:
+        _xp.make_wire = real_make_wire
+    if any(a.tobytes() != b.tobytes() for a, b in zip(got, want)):
+        failures.append("1bit through host staging differs from the direct path")
+    if p > 1 and not all(w.bytes_staged > 0 for w in wires):
+        failures.append("1bit staging: nothing went through host buffers")
 
     # bandwidth: at most 1/25 of what the fp32 ring sends, for a large buffer
     n = 1 << 20
