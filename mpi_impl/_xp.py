@@ -18,6 +18,7 @@ CuPy stays optional: it is imported only when a CuPy array shows up.
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 from mpi4py import MPI
@@ -56,16 +57,18 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
 
 # Scratch buffers, allocated once per (array module, purpose, dtype) and grown when a larger
 # request comes: the algorithms call scratch() every time, and pay for allocation only once.
-_scratch: dict = {}
+# One set per thread, so that a communication thread never shares buffers with another.
+_per_thread = threading.local()
 
 
 def scratch(xp, purpose: str, count: int, dtype):
     """A reusable 1-D work array of at least `count` elements (contents undefined)."""
+    cache = _per_thread.__dict__.setdefault("buffers", {})
     key = (xp.__name__, purpose, np.dtype(dtype).str)
-    buf = _scratch.get(key)
+    buf = cache.get(key)
     if buf is None or buf.size < count:
         buf = _host_empty(count, dtype) if purpose.startswith("host:") else xp.empty(count, dtype)
-        _scratch[key] = buf
+        cache[key] = buf
     return buf[:count]
 
 
