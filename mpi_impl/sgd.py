@@ -194,10 +194,10 @@ class GradientAverager:
 
     # ------------------------------------------------------------------ checkpoints
     def state(self):
-        """1-bit residuals by name, for checkpoints."""
+        """1-bit error-feedback residuals by name, for checkpoints."""
         arrays = {}
         for b, onebit in enumerate(self.onebit or []):
-            residuals = onebit_residuals(onebit)
+            residuals = onebit.residuals(self._bucket(b))
             if residuals is not None:
                 arrays[f"worker_residual_{b}"], arrays[f"server_residual_{b}"] = residuals
         return arrays
@@ -205,9 +205,12 @@ class GradientAverager:
     def load_state(self, arrays):
         for b, onebit in enumerate(self.onebit or []):
             if f"worker_residual_{b}" in arrays:
-                lo, hi = self.buckets[b]
-                set_onebit_residuals(onebit, arrays[f"worker_residual_{b}"],
-                                     arrays[f"server_residual_{b}"], self.grads[lo:hi])
+                onebit.set_residuals(self._bucket(b), arrays[f"worker_residual_{b}"],
+                                     arrays[f"server_residual_{b}"])
+
+    def _bucket(self, b):
+        lo, hi = self.buckets[b]
+        return self.grads[lo:hi]
 
 
 # Compression time: the 1-bit codec's encode/decode functions are wrapped with a clock,
@@ -237,29 +240,6 @@ def clock_the_codec():
     from mpi_impl import onebit
     if not getattr(onebit.encode, "clocked", False):
         onebit.encode, onebit.decode = _timed(onebit.encode), _timed(onebit.decode)
-
-
-# The error-feedback residuals live inside OneBitAllreduce (one "plan" per buffer size);
-# checkpoints need to read and write them, which these two helpers do.
-
-def onebit_residuals(onebit):
-    """(worker residual, server residual) of a OneBitAllreduce, or None before its first call."""
-    if not onebit._plans:
-        return None
-    (plan,) = onebit._plans.values()
-    return plan.worker_residual, plan.server_residual
-
-
-def set_onebit_residuals(onebit, worker, server, like):
-    """Give a fresh OneBitAllreduce the residuals saved from a previous run (like: the
-    gradient slice it will be called on)."""
-    from mpi_impl.onebit import _Plan
-    xp = array_module(like)
-    comm = onebit.comm
-    plan = _Plan(xp, like.size, like.dtype, comm.Get_size(), comm.Get_rank(), onebit.chunk)
-    plan.worker_residual[...] = xp.asarray(worker)
-    plan.server_residual[...] = xp.asarray(server)
-    onebit._plans[(like.size, str(like.dtype), xp.__name__)] = plan
 
 
 class CommThread:
