@@ -5,8 +5,9 @@ micro-benchmarks do.  Run under mpiexec; rank 0 prints the table::
 
 For every size and algorithm: a few warm-up calls (the first also checks the arguments on
 all ranks), then `--iters` timed calls, each preceded by a Barrier so that all ranks start
-together.  A call's time is the slowest rank's (max over ranks); the table shows the mean
-over calls.  As in nccl-tests:
+together.  The algorithms take turns call by call, so a machine whose load changes during
+the run slows them alike.  A call's time is the slowest rank's (max over ranks); the table
+shows the mean over calls (the JSON also has median, min and max).  As in nccl-tests:
 
     algbw = size / time                 (size = bytes of the buffer being reduced)
     busbw = algbw * 2 (p - 1) / p       (what each rank's link carried, for all-reduce)
@@ -48,46 +49,61 @@ def human(nbytes: int) -> str:
     return str(nbytes)
 
 
-def time_calls(call, comm, iters: int, warmup: int) -> float:
-    """Mean over `iters` calls of the slowest rank's time for one call, in seconds."""
-    for _ in range(warmup):
-        call()
-    times = np.empty(iters)
+def time_interleaved(calls, comm, iters: int, warmup: int):
+    """Time each of `calls` `iters` times, taking turns call by call (so that a change in the
+    machine's load during the run hits every algorithm alike).  Returns an (iters, calls)
+    array of seconds: the slowest rank's time of each call."""
+    for call in calls:
+        for _ in range(warmup):
+            call()
+    times = np.empty((iters, len(calls)))
     for i in range(iters):
-        comm.Barrier()
-        start = MPI.Wtime()
-        call()
-        times[i] = MPI.Wtime() - start
+        for j, call in enumerate(calls):
+            comm.Barrier()
+            start = MPI.Wtime()
+            call()
+            times[i, j] = MPI.Wtime() - start
     comm.Allreduce(MPI.IN_PLACE, times, op=MPI.MAX)
-    return float(times.mean())
+    return times
 
 
-def bench_one(algo, nbytes, args, comm, xp):
-    p = comm.Get_size()
-    dtype = np.dtype(args.dtype)
-    count = nbytes // dtype.itemsize
-    x = xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
-    sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
-
+def prepare(algo, x, comm, args, sync):
+    """A function doing one all-reduce of x with `algo`, and the bytes it sends per rank."""
     if algo == "1bit":
         onebit = mpi_impl.OneBitAllreduce(comm, cuda_aware=args.cuda_aware)
         onebit(x)                                    # checks arguments, builds the plan
         before = onebit.bytes_sent
         onebit(x)
-        sent = onebit.bytes_sent - before
-        call = lambda: (onebit(x), sync())
-    else:
-        out = xp.empty_like(x)           # reused, as a training loop would
-        mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware)   # checked once
-        sent = mpi_impl.bytes_sent(algo, count, dtype.itemsize, p, comm.Get_rank())
-        call = lambda: (mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware,
-                                           check=False), sync())
-    seconds = time_calls(call, comm, args.iters, args.warmup)
-    algbw = count * dtype.itemsize / seconds / 1e9
-    busbw = algbw * 2 * (p - 1) / p
-    return {"algo": algo, "size_bytes": count * dtype.itemsize, "count": count,
-            "dtype": dtype.name, "ranks": p, "time_us": seconds * 1e6, "algbw_gbs": algbw,
-            "busbw_gbs": busbw, "sent_per_rank_bytes": int(sent)}
+        return (lambda: (onebit(x), sync())), onebit.bytes_sent - before
+    out = x.copy()                                   # reused, as a training loop would
+    mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware)   # checked once
+    sent = mpi_impl.bytes_sent(algo, x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
+    call = lambda: (mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware,
+                                       check=False), sync())
+    return call, sent
+
+
+def bench_size(algos, nbytes, args, comm, xp):
+    """One table row per algorithm for buffers of `nbytes` bytes."""
+    p = comm.Get_size()
+    dtype = np.dtype(args.dtype)
+    count = nbytes // dtype.itemsize
+    x = xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
+    sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
+    prepared = [prepare(algo, x, comm, args, sync) for algo in algos]
+    times = time_interleaved([call for call, _ in prepared], comm, args.iters, args.warmup)
+    rows = []
+    for j, algo in enumerate(algos):
+        seconds = float(times[:, j].mean())
+        algbw = count * dtype.itemsize / seconds / 1e9
+        rows.append({"algo": algo, "size_bytes": count * dtype.itemsize, "count": count,
+                     "dtype": dtype.name, "ranks": p, "time_us": seconds * 1e6,
+                     "median_us": float(np.median(times[:, j])) * 1e6,
+                     "min_us": float(times[:, j].min()) * 1e6,
+                     "max_us": float(times[:, j].max()) * 1e6,
+                     "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (p - 1) / p,
+                     "sent_per_rank_bytes": int(prepared[j][1])})
+    return rows
 
 
 def main(argv=None):
@@ -127,18 +143,19 @@ def main(argv=None):
     rank0 = comm.Get_rank() == 0
     if rank0:
         print(f"# mpi_impl.bench: {comm.Get_size()} ranks, device {args.device}, {args.dtype}, "
-              f"{args.iters} iterations after {args.warmup} warm-up, time = slowest rank, mean")
+              f"{args.iters} iterations after {args.warmup} warm-up; time = slowest rank, mean "
+              f"over iterations; algbw, busbw from the mean")
         print(f"# {MPI.Get_library_version().splitlines()[0].strip()}")
-        print(f"{'size':>8} {'algo':>11} {'time(us)':>12} {'algbw(GB/s)':>12} "
+        print(f"{'size':>8} {'algo':>11} {'time(us)':>12} {'median(us)':>12} {'algbw(GB/s)':>12} "
               f"{'busbw(GB/s)':>12} {'sent/rank(B)':>14}")
     rows = []
     with mpi_impl.abort_on_error(comm):
         for nbytes in sizes:
-            for algo in algos:
-                row = bench_one(algo, nbytes, args, comm, xp)
+            for row in bench_size(algos, nbytes, args, comm, xp):
                 rows.append(row)
                 if rank0:
-                    print(f"{human(row['size_bytes']):>8} {algo:>11} {row['time_us']:12.1f} "
+                    print(f"{human(row['size_bytes']):>8} {row['algo']:>11} {row['time_us']:12.1f} "
+                          f"{row['median_us']:12.1f} "
                           f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
                           f"{row['sent_per_rank_bytes']:14d}", flush=True)
     if rank0 and args.json:
