@@ -254,8 +254,9 @@ def run_epoch(epoch, order, ctx):
         ctx["samples_trained"] += global_batch
         loss_sum = loss_sum + loss * len(y)
         correct = correct + ok
-        if ctx["progress"]:
+        if ctx["progress"] and (step + 1 == steps or time.perf_counter() > ctx["next_bar"]):
             show_progress(epoch, args.epochs, step + 1, steps)
+            ctx["next_bar"] = time.perf_counter() + 0.1
     return float(loss_sum), int(correct), steps * args.batch_per_rank
 
 
@@ -269,6 +270,25 @@ def evaluate(net, dataset, batch=500):
         loss_sum += float(loss) * len(y)
         correct += int(ok)
     return loss_sum / len(dataset), correct / len(dataset)
+
+
+def stdout_is_terminal():
+    """True if the user watches stdout on a terminal. Under mpiexec a rank's stdout is a
+    pipe to the launcher, so (on Linux) look at the stdout of the mpiexec that started us."""
+    if sys.stdout.isatty():
+        return True
+    pid = os.getpid()
+    for _ in range(3):                          # rank -> hydra_pmi_proxy -> mpiexec
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+            if name in ("mpiexec", "mpirun", "mpiexec.hydra"):
+                return os.readlink(f"/proc/{pid}/fd/1").startswith(("/dev/pts/", "/dev/tty"))
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def show_progress(epoch, epochs, step, steps, width=30):
@@ -320,8 +340,8 @@ def train(args, comm):
               flush=True)
 
     ctx = dict(args=args, net=net, opt=opt, averager=averager, loader=loader, tl=tl, xp=xp,
-               rank=rank, size=size, steps_done=0, samples_trained=samples_trained,
-               progress=rank == 0 and sys.stdout.isatty())
+               rank=rank, size=size, steps_done=0, next_bar=0.0, samples_trained=samples_trained,
+               progress=rank == 0 and stdout_is_terminal())
     comm.Barrier()
     tl.start()
     for epoch in range(first_epoch, args.epochs):
