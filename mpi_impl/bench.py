@@ -12,7 +12,8 @@ shows the mean over calls (the JSON also has median, min and max).  As in nccl-t
     algbw = size / time                 (size = bytes of the buffer being reduced)
     busbw = algbw * 2 (p - 1) / p       (what each rank's link carried, for all-reduce)
 
-busbw is the figure to compare with a link's bandwidth and across rank counts.  "1bit" can
+busbw is the figure to compare with a link's bandwidth and across rank counts.  "sent/rank"
+is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 """
@@ -92,6 +93,8 @@ def bench_size(algos, nbytes, args, comm, xp):
     sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
     prepared = [prepare(algo, x, comm, args, sync) for algo in algos]
     times = time_interleaved([call for call, _ in prepared], comm, args.iters, args.warmup)
+    sent = np.array([bytes_ for _, bytes_ in prepared], dtype=np.int64)
+    comm.Allreduce(MPI.IN_PLACE, sent, op=MPI.MAX)          # the busiest rank's bytes
     rows = []
     for j, algo in enumerate(algos):
         seconds = float(times[:, j].mean())
@@ -102,7 +105,7 @@ def bench_size(algos, nbytes, args, comm, xp):
                      "min_us": float(times[:, j].min()) * 1e6,
                      "max_us": float(times[:, j].max()) * 1e6,
                      "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (p - 1) / p,
-                     "sent_per_rank_bytes": int(prepared[j][1])})
+                     "sent_per_rank_bytes": int(sent[j])})
     return rows
 
 
