@@ -121,8 +121,10 @@ class GradientAverager:
     def ready(self, lo):
         """Backward has finished everything from offset lo on: start the buckets inside.
         (Without overlap there is one bucket, started by finish() after backward.)"""
-        if self.mode == "blocking" and lo > 0:
-            return
+        if self.mode != "blocking":
+            self._start_buckets_from(lo)
+
+    def _start_buckets_from(self, lo):
         while self.started < len(self.buckets) and self.buckets[self.started][0] >= lo:
             self._start(self.started)
             self.started += 1
@@ -132,7 +134,7 @@ class GradientAverager:
     def finish(self):
         """Block until the whole gradient is averaged (this wait is the exposed comm)."""
         start = time.perf_counter()
-        self.ready(0)
+        self._start_buckets_from(0)
         if self.mode == "iallreduce":
             MPI.Request.Waitall(self.requests)
             np.multiply(self.received, 1.0 / self.n, out=self.grads)

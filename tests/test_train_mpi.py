@@ -106,6 +106,11 @@ def test_json_and_trace(tmp_path):
     # 128 samples per rank per epoch, each decoded for at least 0.2 ms, inside the loop
     assert epoch["breakdown_s"]["load"] >= 128 * 0.2e-3 * 0.9
     assert epoch["breakdown_s"]["data_wait"] >= epoch["breakdown_s"]["load"]
+    for rank in epoch["breakdown_s_per_rank"]:
+        # without overlap the all-reduce runs after backward: all of it is exposed
+        assert rank["exposed_comm"] >= rank["communication"] > 0
+        loop = rank["compute"] + rank["data_wait"] + rank["exposed_comm"] + rank["update"]
+        assert loop <= epoch["time_s"] * 1.05 + 0.01
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
