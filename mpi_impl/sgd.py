@@ -137,6 +137,9 @@ class GradientAverager:
         self._start_buckets_from(0)
         if self.mode == "iallreduce":
             MPI.Request.Waitall(self.requests)
+            # in flight from the first Iallreduce until Waitall returned (an upper bound)
+            self._record(f"Iallreduce x{len(self.requests)} in flight", self.first_post,
+                         "communication", track=COMM_TRACK)
             np.multiply(self.received, 1.0 / self.n, out=self.grads)
         elif self.mode == "thread":
             self.thread.wait()
@@ -149,11 +152,11 @@ class GradientAverager:
             self._reduce_bucket(b)
         elif self.mode == "iallreduce":
             lo, hi = self.buckets[b]
-            start = time.perf_counter()
+            if not self.requests:
+                self.first_post = time.perf_counter()
             self.requests.append(self.comm.Iallreduce(self.grads[lo:hi], self.received[lo:hi]))
             self.bytes_sent += mpi_impl.bytes_sent("mpi", hi - lo, self.grads.itemsize,
                                                    self.n, self.comm.Get_rank())
-            self._record(f"Iallreduce bucket {b}", start, "communication")
         else:
             self.thread.submit(b)
 

@@ -165,11 +165,39 @@ def load_data(args, size):
 def pick_device(args, comm):
     """NumPy, or CuPy on GPU (local rank mod GPUs per node)."""
     if args.device == "cpu":
+        limit_blas_threads(comm)
         return np, None
     import cupy
     local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
     cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
     return cupy, lambda: cupy.cuda.get_current_stream().synchronize()
+
+
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_blas_threads(comm):
+    """Share the cores between the ranks of this machine.
+
+    NumPy's BLAS starts one thread per core in every process, so N ranks on one machine
+    would run N x cores threads that spin while they wait: a matmul can become tens of
+    times slower. Unless the user set OMP_NUM_THREADS (or OPENBLAS_/MKL_NUM_THREADS), give
+    each rank cores // ranks-on-this-machine threads (with threadpoolctl, which comes with
+    scikit-learn), or say how to do it.
+    """
+    local_ranks = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+    if local_ranks == 1 or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        return
+    threads = max(1, (os.cpu_count() or 1) // local_ranks)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        if comm.Get_rank() == 0:
+            print(f"note: {local_ranks} ranks share {os.cpu_count()} cores; set OMP_NUM_THREADS="
+                  f"{threads} (or pip install threadpoolctl) to keep BLAS threads from competing",
+                  flush=True)
+        return
+    threadpool_limits(threads, user_api="blas")
 
 
 def weights_digest(net):
