@@ -34,6 +34,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -252,39 +253,57 @@ def restore_checkpoint(args, comm, net, opt, averager, rng):
 
 # ----------------------------------------------------------------------------- the loop
 
-def run_epoch(epoch, order, ctx):
-    """One pass over this rank's shard; returns this rank's sums (loss, correct, count)."""
-    args, net, opt, averager, loader, tl, xp = (ctx[k] for k in
-                                                ("args", "net", "opt", "averager", "loader", "tl", "xp"))
-    steps = len(order) // args.batch_per_rank
-    global_batch = args.batch_per_rank * ctx["size"]
-    loss_sum, correct = 0.0, 0
-    batches = loader.epoch(order)
-    for step in range(steps):
-        ctx["steps_done"] += 1
-        maybe_fail(ctx["steps_done"], ctx["rank"], ctx["size"])
+@dataclass
+class Replica:
+    """This rank's copy of the model, what trains it, and its counters."""
+    net: nets.Net
+    opt: MomentumSGD
+    averager: GradientAverager
+    loader: Loader
+    tl: Timeline
+    rank: int
+    size: int
+    steps_done: int = 0                # training steps taken by this process
+    samples_trained: int = 0           # by all ranks together, since the very start
+    progress_bar: bool = False
 
+
+def run_epoch(epoch, order, args, r):
+    """One pass over this rank's shard (in `order`); returns this rank's (loss sum,
+    correct, samples)."""
+    net, tl, xp = r.net, r.tl, r.net.xp
+    steps = len(order) // args.batch_per_rank
+    loss_sum, correct, next_bar = 0.0, 0, 0.0
+    batches = r.loader.epoch(order)
+    for step in range(steps):
+        r.steps_done += 1
+        maybe_fail(r.steps_done, r.rank, r.size)
+
+        # 1. load
         with tl.span("next batch", phase="data_wait"):
             x, y = next(batches)
             x, y = xp.asarray(x), xp.asarray(y)
 
-        compressed = ctx["samples_trained"] >= args.warmup_samples
-        averager.begin(compressed)
+        # 2. compute (with --overlap, backward starts bucket all-reduces as it goes)
+        r.averager.begin(compressed=r.samples_trained >= args.warmup_samples)
         with tl.span("forward + backward", phase="compute"):
             logits = net.forward(x)
             loss, dlogits, ok = nets.softmax_cross_entropy(logits, y)
-            net.backward(dlogits, on_grads_ready=averager.ready)
-        averager.finish()
+            net.backward(dlogits, on_grads_ready=r.averager.ready)
 
+        # 3. sync: grads <- all-reduce(grads) / N
+        r.averager.finish()
+
+        # 4. update
         with tl.span("sgd step", phase="update"):
-            opt.step()
+            r.opt.step()
 
-        ctx["samples_trained"] += global_batch
+        r.samples_trained += args.batch_per_rank * r.size
         loss_sum = loss_sum + loss * len(y)
         correct = correct + ok
-        if ctx["progress"] and (step + 1 == steps or time.perf_counter() > ctx["next_bar"]):
+        if r.progress_bar and (step + 1 == steps or time.perf_counter() > next_bar):
             show_progress(epoch, args.epochs, step + 1, steps)
-            ctx["next_bar"] = time.perf_counter() + 0.1
+            next_bar = time.perf_counter() + 0.1
     return float(loss_sum), int(correct), steps * args.batch_per_rank
 
 
@@ -367,9 +386,8 @@ def train(args, comm):
               + (f", overlap in {len(averager.buckets)} buckets ({averager.mode})" if args.overlap else ""),
               flush=True)
 
-    ctx = dict(args=args, net=net, opt=opt, averager=averager, loader=loader, tl=tl, xp=xp,
-               rank=rank, size=size, steps_done=0, next_bar=0.0, samples_trained=samples_trained,
-               progress=rank == 0 and stdout_is_terminal())
+    replica = Replica(net, opt, averager, loader, tl, rank, size, samples_trained=samples_trained,
+                      progress_bar=rank == 0 and stdout_is_terminal())
     comm.Barrier()
     tl.start()
     for epoch in range(first_epoch, args.epochs):
@@ -378,7 +396,7 @@ def train(args, comm):
         tl.take_totals()
         bytes_before = averager.bytes_sent
         start = time.perf_counter()
-        loss_sum, correct, n = run_epoch(epoch, order, ctx)
+        loss_sum, correct, n = run_epoch(epoch, order, args, replica)
         elapsed = time.perf_counter() - start
 
         sums = np.array([loss_sum, correct, n], dtype=np.float64)
@@ -393,7 +411,7 @@ def train(args, comm):
             print(epoch_line(record), flush=True)
         if args.checkpoint:
             save_checkpoint(args, comm, net, opt, averager, rng, epoch + 1,
-                            ctx["samples_trained"], history if rank == 0 else [])
+                            replica.samples_trained, history if rank == 0 else [])
     averager.close()
 
     events = comm.gather(tl.chrome_events(), root=0) if args.trace else None
