@@ -58,8 +58,16 @@ class UsageError(Exception):
 # ----------------------------------------------------------------------------- command line
 
 class Parser(argparse.ArgumentParser):
+    """argparse, but errors become UsageError, and only rank 0 prints --help."""
+
+    quiet = MPI.COMM_WORLD.Get_rank() != 0
+
     def error(self, message):
         raise UsageError(message)
+
+    def _print_message(self, message, file=None):
+        if not self.quiet:
+            super()._print_message(message, file)
 
 
 def _number(kind, low, inclusive):
@@ -114,7 +122,9 @@ def build_parser():
     s.add_argument("--warmup-samples", type=count, default=0,
                    help="1bit: full-precision sync until this many samples are trained globally (CNTK's -a)")
     s.add_argument("--overlap", action="store_true",
-                   help="all-reduce gradient buckets while backward still runs")
+                   help="all-reduce gradient buckets while backward still runs: MPI's "
+                        "Iallreduce for --sync mpi on the CPU, a communication thread running "
+                        "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
     s.add_argument("--bucket-mb", type=nonnegative_float, default=25.0,
                    help="bucket size for --overlap in MB; 0 = one bucket (default 25)")
     o = p.add_argument_group("output")
