@@ -20,6 +20,8 @@ overlapped with it (`--overlap`):
     - every other case (the hand-written algorithms, NCCL, 1-bit, GPU arrays): a
       communication thread runs the blocking all-reduce of each bucket, in order, while
       the main thread continues backward (NumPy and MPI release the GIL while they work).
+      Only one thread calls MPI at a time, so MPI_THREAD_SERIALIZED is enough; with less,
+      the averager falls back to one all-reduce after backward.
   `bucket_mb = 0` means one bucket, i.e. no overlap.
 
 1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual) per bucket,
@@ -98,10 +100,14 @@ class GradientAverager:
             clock_the_codec()
             self.onebit = [mpi_impl.OneBitAllreduce(comm=comm, error_feedback=error_feedback)
                            for _ in self.buckets]
-        on_cpu = isinstance(grads, np.ndarray)
+        iallreduce = sync == "mpi" and compress == "none" and isinstance(grads, np.ndarray)
+        threads_ok = MPI.Query_thread() >= MPI.THREAD_SERIALIZED
+        if len(self.buckets) > 1 and not iallreduce and not threads_ok:
+            # MPI calls from a second thread are not allowed: sync after backward instead.
+            self.buckets = plan_buckets(layer_offsets, grads.itemsize, 0)
         if len(self.buckets) == 1:
             self.mode = "blocking"
-        elif sync == "mpi" and on_cpu and compress == "none":
+        elif iallreduce:
             self.mode = "iallreduce"
             self.received = np.empty_like(grads)
         else:
