@@ -101,7 +101,7 @@ def build_parser():
     d.add_argument("--data", choices=data.SOURCES, default="synthetic")
     d.add_argument("--data-dir", help="cifar10: folder with data_batch_*.bin")
     d.add_argument("--samples", type=positive_int,
-                   help="training samples (synthetic: how many to make, default 4096; others: a cap)")
+                   help="training samples (synthetic: how many to make, default 16384; others: a cap)")
     d.add_argument("--loader-workers", type=count, default=0,
                    help="background loader threads; 0 loads inside the training loop (default 0)")
     d.add_argument("--prefetch", type=positive_int, default=2, help="batches queued per loader worker")
