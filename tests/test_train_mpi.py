@@ -152,3 +152,9 @@ def test_bad_input_is_one_clear_line(args, names):
     assert len(lines) == 1 and lines[0].startswith("mpi_impl.train: error: "), proc.stderr
     for name in names:
         assert name in lines[0], lines[0]
+
+
+def test_synthetic_data_is_learnable_on_one_rank(tmp_path):
+    result, _ = train(1, tmp_path, "--data", "synthetic", "--samples", "4096", "--epochs", "3",
+                      "--lr", "0.1", "--batch-per-rank", "64")
+    assert result["final_test_accuracy"] > 0.6                   # chance is 0.1
