@@ -14,7 +14,16 @@ training step on every rank:
     3. sync       grads <- all-reduce(grads) / N   (--sync, --compress, --overlap)
     4. update     momentum SGD step, identical on every rank
 
-so N ranks with b samples each do the same as one process with batch N*b. Rank 0 prints
+so N ranks with b samples each do the same as one process with batch N*b.
+
+What --overlap means (details in mpi_impl/sgd.py): the gradient is cut into buckets of
+whole layers (--bucket-mb), and each bucket's all-reduce starts as soon as backward has
+produced it. With --sync mpi on the CPU that is MPI's non-blocking Iallreduce; with ring,
+ps, sharded-ps, tree, nccl, or --compress 1bit, a communication thread runs the blocking
+algorithm on each bucket while the main thread goes on with backward (real concurrency
+needs a free core for that thread). Without --overlap: one all-reduce after backward.
+
+Rank 0 prints
 one line per epoch; --json writes per-epoch metrics and the time breakdown, --trace a
 Chrome trace with one process per rank.
 
