@@ -8,22 +8,58 @@ textbooks draw these algorithms.
 Reduction cost (the gamma of alpha-beta-gamma models): adding two arrays reads two and
 writes one, so reducing n bytes costs 3n bytes of memory traffic at the device's memory
 bandwidth; on the CPU, the host's memory bandwidth.
+
+Staging (`sync.staging = "host"`, and always for 1-bit, whose exchange goes through MPI as
+in CNTK and mpi_impl): an MPI library that is not CUDA-aware copies every message from the
+GPU to host memory, sends it host to host (shared memory inside a node, the NIC between
+nodes) and copies it up to the receiving GPU. The message then crosses the sender's and the
+receiver's PCIe paths to the host instead of going peer to peer, and pays
+`sync.message_overhead_us` of software time (a device-to-host copy launch, the MPI call, a
+host-to-device copy launch, stream synchronisations) on top of the links' latencies.
+Direct messages (NCCL, CUDA-aware MPI) pay only the links' latencies.
 """
 
 
 class Comm:
-    def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None):
+    def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
+                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
+        self.gpu_mem_bw = gpu_mem_bw_gbs * 1e9
         self._gamma = {"gpu": 3 / (gpu_mem_bw_gbs * 1e9), "host": 3 / (host_mem_bw_gbs * 1e9)}
+        self.staging = staging
+        self.overhead = message_overhead_us * 1e-6
+        self.kernel_launch = kernel_launch_us * 1e-6
+        self.codec_s = 0.0          # time spent in encode/decode kernels (compression), summed
 
     def gamma(self, endpoint: str) -> float:
         """Seconds per byte reduced on this endpoint."""
         return self._gamma["host" if endpoint.startswith("host") else "gpu"]
 
-    def send(self, moves, label=""):
-        """Start every (src, dst, nbytes) transfer at once; an event for when all have arrived."""
+    def route(self, src, dst, staged):
+        if staged and src.startswith("gpu") and dst.startswith("gpu"):
+            hs, hd = (f"host{self.cluster.node_of(e)}" for e in (src, dst))
+            return self.cluster.route(src, hs) + self.cluster.route(hs, hd) + self.cluster.route(hd, dst)
+        return self.cluster.route(src, dst)
+
+    def send(self, moves, label="", staged=None):
+        """Start every (src, dst, nbytes) transfer at once; an event for when all have arrived.
+        staged: through host memory (default: as sync.staging says)."""
+        staged = self.staging == "host" if staged is None else staged
+        overhead = self.overhead if staged else 0.0
+        events = [self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
+        return self.env.all_of(events)
+
+    def copy(self, moves, label="copy"):
+        """Plain DMA copies (host <-> GPU): direct routes, no messaging overhead."""
         events = [self.net.transfer(self.cluster.route(s, d), s, d, n, label) for s, d, n in moves]
         return self.env.all_of(events)
+
+    def update(self, endpoint, params, seconds_per_param):
+        """The optimizer step on one endpoint (the CPU parameter server)."""
+        now = self.env.now
+        if self.trace is not None:
+            self.trace.span(endpoint, "update", now, now + params * seconds_per_param)
+        return self.env.timeout(params * seconds_per_param)
 
     def reduce(self, endpoints, nbytes, label="reduce"):
         """Each endpoint adds nbytes of incoming data into its own, all at once."""
@@ -32,4 +68,15 @@ class Comm:
         if self.trace is not None:
             for e in endpoints:
                 self.trace.span(e, label, now, now + self.gamma(e) * nbytes)
+        return self.env.timeout(seconds)
+
+    def kernel(self, endpoints, label, bytes_touched, launches=1):
+        """A memory-bound GPU kernel (quantise, decode, cast) on every endpoint at once:
+        launch cost plus the bytes it reads and writes at memory bandwidth."""
+        now = self.env.now
+        seconds = launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw
+        self.codec_s += seconds
+        if self.trace is not None:
+            for e in endpoints:
+                self.trace.span(e, label, now, now + seconds)
         return self.env.timeout(seconds)

@@ -16,15 +16,18 @@ from .errors import ScenarioError
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 STRATEGIES = ("ring", "ps", "sharded-ps", "tree", "hierarchical", "dataparallel", "none")
 PS_LOCATIONS = ("gpu0", "cpu")
-COMPRESSIONS = ("none",)
+COMPRESSIONS = ("none", "1bit", "fp16")
 PRECISIONS = ("fp32", "fp16")
+DATA_SOURCES = ("synthetic", "real")
+STAGINGS = ("direct", "host")
+UPDATE_LOCATIONS = ("gpu", "cpu")
 
 
 def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, doc=""):
     """A dataclass field carrying its validation rule."""
     meta = dict(positive=positive, nonneg=nonneg, choices=choices, fraction=fraction, doc=doc)
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -42,6 +45,9 @@ class ClusterConfig:
     # two-socket DDR4 server under STREAM (McCalpin's STREAM results list 40-120 GB/s for such
     # machines); an assumption, override it with a measurement.
     host_mem_bw_gbs: float = _spec(50.0, positive=True)
+    # Per-GPU speed factors (1.0 = the preset; 0.5 = half speed, a straggler). Shorter than
+    # the number of GPUs: the rest run at 1.0.
+    gpu_speed: list = _spec([], doc="per-GPU speed factors, e.g. [1, 1, 1, 0.7]")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,13 @@ class ComputeConfig:
     # Per-GPU batch at which efficiency is half its maximum (see dpsim.compute for the curve).
     half_batch: float = _spec(8.0, nonneg=True)
     overhead_ms: float = _spec(0.0, nonneg=True, doc="fixed per-iteration cost (kernel launches, framework)")
+    # Random variation of each GPU's compute time per iteration (coefficient of variation;
+    # seeded by training.seed): a synchronous step waits for the slowest draw.
+    jitter: float = _spec(0.0, nonneg=True)
+    # Launch cost of one GPU kernel: ~5 us, the order CUDA documentation and microbenchmarks
+    # report for an empty kernel launch (e.g. Zhang et al., "Understanding the GPU
+    # Microarchitecture to Achieve Bare-Metal Performance Tuning", PPoPP 2017).
+    kernel_launch_us: float = _spec(5.0, nonneg=True)
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,15 @@ class TrainingConfig:
     batch_per_gpu: int = _spec(32, positive=True)
     iterations: int = _spec(10, positive=True)
     warmup_iterations: int = _spec(2, nonneg=True)
+    seed: int = _spec(0, nonneg=True)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = _spec("synthetic", choices=DATA_SOURCES, doc="synthetic skips loading")
+    workers: int = _spec(4, nonneg=True, doc="loader processes per training process; 0 = load inside the loop")
+    decode_ms_per_sample: float = _spec(0.5, nonneg=True, doc="CPU time to read and decode one sample on one core")
+    prefetch_batches: int = _spec(2, positive=True, doc="batches the loader may hold ready")
 
 
 @dataclass(frozen=True)
@@ -78,6 +100,13 @@ class SyncConfig:
     compression: str = _spec("none", choices=COMPRESSIONS)
     bucket_mb: float = _spec(25.0, nonneg=True, doc="gradient bucket size; 0 = one bucket after backward")
     overlap: bool = _spec(True, doc="sync each bucket as soon as backward produces it")
+    warmup_samples: int = _spec(0, nonneg=True, doc="full-precision samples before compression starts (CNTK -a)")
+    staging: str = _spec("direct", choices=STAGINGS, doc="host = every message goes through host memory (MPI without CUDA awareness)")
+    # Software cost of one host-staged message: two cudaMemcpy launches and stream syncs
+    # (~10 us each, the order of CUDA's small-copy latency) plus an MPI shared-memory send
+    # (~1 us, OSU latency benchmark order). An assumption; calibrate it (course/).
+    message_overhead_us: float = _spec(25.0, nonneg=True, doc="software cost per host-staged message")
+    update_location: str = _spec("gpu", choices=UPDATE_LOCATIONS, doc="cpu = the CPU parameter server applies the update (MXNet kvstore)")
 
 
 SECTIONS = {
@@ -85,6 +114,7 @@ SECTIONS = {
     "model": ModelConfig,
     "compute": ComputeConfig,
     "training": TrainingConfig,
+    "data": DataConfig,
     "sync": SyncConfig,
 }
 TOP_LEVEL = ("name", "description", "source")
@@ -99,6 +129,7 @@ class Scenario:
     model: ModelConfig
     compute: ComputeConfig
     training: TrainingConfig
+    data: DataConfig
     sync: SyncConfig
 
     @property
@@ -197,6 +228,12 @@ def _check_field(f: dataclasses.Field, value, key):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ScenarioError(key, f"expected a finite number, got {value!r}")
         value = float(value)
+    elif want in (list, "list"):
+        if not isinstance(value, list):
+            raise ScenarioError(key, f"expected a list of numbers, got {value!r}")
+        for i, x in enumerate(value):
+            _number(x, f"{key}[{i}]")
+        value = [float(x) for x in value]
     elif want in (str, "str"):
         if not isinstance(value, str):
             raise ScenarioError(key, f"expected a string, got {value!r}")
@@ -262,6 +299,14 @@ def _check_resolves(sc: Scenario, model_table: dict):
             raise ScenarioError("model.layers", f"at most model.params ({sc.model.params}) layers, got {sc.model.layers}")
     elif sc.model.preset not in models.MODELS:
         raise ScenarioError("model.preset", f"unknown model {sc.model.preset!r}; choose one of: {', '.join(models.MODELS)}")
+    if len(sc.cluster.gpu_speed) > sc.gpus:
+        raise ScenarioError("cluster.gpu_speed", f"{len(sc.cluster.gpu_speed)} factors for {sc.gpus} GPUs")
+    if sc.sync.update_location == "cpu" and not (sc.sync.strategy == "ps" and sc.sync.ps_location == "cpu"):
+        raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
+                            "strategy = \"ps\" and ps_location = \"cpu\"")
+    if sc.sync.compression == "1bit" and sc.sync.strategy == "dataparallel":
+        raise ScenarioError("sync.compression", "1bit replaces the all-reduce with its own striped exchange; "
+                            "it cannot wrap dataparallel's reduce to GPU 0")
     if sc.sync.strategy == "dataparallel" and sc.cluster.nodes > 1:
         raise ScenarioError("sync.strategy", "dataparallel drives the GPUs of one node only (PyTorch "
                             "DataParallel); for several nodes choose ring, hierarchical, ps, sharded-ps or tree")

@@ -3,85 +3,130 @@
 One iteration, as every GPU lives it (synchronous SGD: nobody starts iteration k+1 before
 the averaged gradient of iteration k is applied):
 
-    forward -> backward, producing gradient buckets -> sync every bucket -> update
+    next batch -> forward -> backward, producing gradient buckets -> sync every bucket -> update
 
 Buckets are synchronised one after another in backward order (one communication stream, as
 in NCCL and DDP). With `overlap = true` a bucket's sync starts as soon as backward has
 produced it on every GPU, so communication hides behind the rest of backward; otherwise all
-of it waits for the end of backward. The reduction kernels of a sync overlapping backward are
+of it waits for the end of backward. The kernels of a sync that overlaps backward are
 assumed not to slow backward down (NCCL uses a few SMs; we ignore them).
 
+GPUs can differ: `cluster.gpu_speed` gives each a speed factor and `compute.jitter` draws a
+random factor per GPU and iteration (seeded). Every step waits for the slowest GPU.
+
 Where the time went (the breakdown) is measured on the critical path, so its parts add up to
-the iteration time: `compute` (forward and backward), `exposed_comm` (communication the GPUs
-wait for: the part of the sync not hidden behind backward, and DataParallel's scatter,
-replicate and gather), `data_wait` (waiting for input), `update`.
+the iteration time:
+  data_wait       waiting for the input pipeline and the host-to-GPU copy
+  compute         forward and backward of the average GPU
+  straggler_wait  how much longer the slowest GPU computed than the average one
+  exposed_comm    communication the GPUs wait for (the part of the sync not hidden behind
+                  backward; DataParallel's scatter, replicate and gather)
+  compression     encode/decode kernels on the critical path (1-bit, FP16), counted before
+                  exposed_comm
+  update          the optimizer step on the GPUs
 """
+import random
+
 import simpy
 
-from . import strategies, workload
+from . import compute, strategies, workload
 from .cluster import Cluster
 from .comm import Comm
 from .network import Network
+from .pipeline import InputPipeline
 from .strategies import dataparallel
 
-PHASES = ("compute", "data_wait", "exposed_comm", "update")
+PHASES = ("compute", "data_wait", "exposed_comm", "compression", "straggler_wait", "update")
 
 
 class Engine:
     def __init__(self, sc, trace=None):
         self.sc, self.trace = sc, trace
         self.env = simpy.Environment()
-        c = sc.cluster
+        c, s = sc.cluster, sc.sync
         self.cluster = Cluster(c.nodes, c.gpus_per_node, sc.link_spec("intra"), sc.link_spec("inter"),
                                sc.link_spec("host_link"), c.gpus_per_pcie_switch)
         self.net = Network(self.env, trace)
-        self.comm = Comm(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace)
+        self.comm = Comm(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
+                         s.staging, s.message_overhead_us, sc.compute.kernel_launch_us)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
-        self.strategy = sc.sync.strategy
-        self.allreduce = strategies.allreduce_for(sc.sync) if len(self.ranks) > 1 else None
+        self.strategy = s.strategy
+        self.cpu_update = s.update_location == "cpu"
+        cpu_update_s = compute.UPDATE_BYTES_PER_PARAM / (c.host_mem_bw_gbs * 1e9) if self.cpu_update else 0.0
+        many = len(self.ranks) > 1
+        self.allreduce = strategies.allreduce_for(s, None, cpu_update_s) if many else None
+        self.allreduce_full = strategies.allreduce_for(s, "none", cpu_update_s) if many else None
+        self.pipeline = InputPipeline(self.env, sc, self.comm, self.work, self.ranks)
+        self.rng = random.Random(sc.training.seed)
+        speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
+        self.slowness = [1.0 / v for v in speeds]
+        self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
 
     # -- pieces of an iteration
-    def _compute(self, name, seconds, lanes=None):
+    def _factors(self):
+        """Each GPU's compute-time multiplier for this iteration."""
+        jitter = self.sc.compute.jitter
+        if not jitter:
+            return self.slowness
+        return [s * max(0.05, self.rng.gauss(1.0, jitter)) for s in self.slowness]
+
+    def _compute(self, name, seconds, factors, lanes=None):
+        """Every GPU (or `lanes`) computes; returns the event of the slowest finishing."""
         now = self.env.now
         if self.trace is not None:
-            for lane in lanes or self.ranks:
-                self.trace.span(lane, name, now, now + seconds)
-        return self.env.timeout(seconds)
+            for lane, f in zip(lanes or self.ranks, factors):
+                self.trace.span(lane, name, now, now + seconds * f)
+        return self.env.timeout(seconds * max(factors))
 
     def _communicate(self, gen, phases):
         start = self.env.now
         yield from gen
         phases["exposed_comm"] += self.env.now - start
 
-    def sync_gradients(self, backward_start):
+    def sync_gradients(self, backward_start, slowest, allreduce):
         """Synchronise every bucket in order, each once it is ready (or after backward)."""
         w, overlap = self.work, self.sc.sync.overlap
         for bucket in w.buckets:
-            ready = backward_start + (bucket.ready_s if overlap else w.backward_s)
+            ready = backward_start + (bucket.ready_s if overlap else w.backward_s) * slowest
             if ready > self.env.now:
                 yield self.env.timeout(ready - self.env.now)
-            yield from self.allreduce(self.comm, self.ranks, bucket.nbytes)
+            yield from allreduce(self.comm, self.ranks, bucket.nbytes)
 
-    def iteration(self, phases):
+    def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
+        start = env.now
+        yield from self.pipeline.next_batch()
+        phases["data_wait"] += env.now - start
+        factors = self._factors()
+        slowest, mean = max(factors), sum(factors) / len(factors)
         dp = self.strategy == "dataparallel" and self.allreduce is not None
         if dp:
             yield from self._communicate(
                 dataparallel.pre_forward(self.comm, self.ranks, w.grad_bytes, batch * w.input_bytes), phases)
-        yield self._compute("forward", w.forward_s)
-        phases["compute"] += w.forward_s
+        yield self._compute("forward", w.forward_s, factors)
+        phases["compute"] += w.forward_s * mean
+        phases["straggler_wait"] += w.forward_s * (slowest - mean)
         if dp:
             yield from self._communicate(dataparallel.post_forward(self.comm, self.ranks, batch * w.output_bytes), phases)
-        backward_start = env.now
-        sync = env.process(self.sync_gradients(backward_start)) if self.allreduce else None
-        yield self._compute("backward", w.backward_s)
-        phases["compute"] += w.backward_s
-        if sync is not None:
+        backward_start, codec_before = env.now, self.comm.codec_s
+        if self.allreduce is not None:
+            compressed = k * self.global_batch >= self.sc.sync.warmup_samples
+            sync = env.process(self.sync_gradients(backward_start, slowest,
+                                                   self.allreduce if compressed else self.allreduce_full))
+        yield self._compute("backward", w.backward_s, factors)
+        phases["compute"] += w.backward_s * mean
+        phases["straggler_wait"] += w.backward_s * (slowest - mean)
+        if self.allreduce is not None:
             yield sync
-            phases["exposed_comm"] += env.now - (backward_start + w.backward_s)
-        yield self._compute("update", w.update_s, self.ranks[:1] if dp else None)
-        phases["update"] += w.update_s
+            exposed = env.now - (backward_start + w.backward_s * slowest)
+            codec = min(exposed, self.comm.codec_s - codec_before)
+            phases["compression"] += codec
+            phases["exposed_comm"] += exposed - codec
+        if not self.cpu_update:
+            lanes = self.ranks[:1] if dp else self.ranks
+            yield self._compute("update", w.update_s, [1.0] * len(lanes), lanes)
+            phases["update"] += w.update_s
 
     # -- whole runs
     def run(self) -> dict:
@@ -91,19 +136,18 @@ class Engine:
 
         def main():
             scratch = dict.fromkeys(PHASES, 0.0)
-            for _ in range(t.warmup_iterations):
-                yield from self.iteration(scratch)
+            for k in range(t.warmup_iterations):
+                yield from self.iteration(k, scratch)
             start, sent_before = self.env.now, dict(self.net.bytes_sent)
             phases = dict.fromkeys(PHASES, 0.0)
-            for _ in range(t.iterations):
-                yield from self.iteration(phases)
+            for k in range(t.warmup_iterations, t.warmup_iterations + t.iterations):
+                yield from self.iteration(k, phases)
             out["iteration_time_s"] = (self.env.now - start) / t.iterations
             out["breakdown_s"] = {k: v / t.iterations for k, v in phases.items()}
             sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
             out["bytes_sent_per_gpu"] = sum(sent) / len(sent) / t.iterations
 
-        self.env.process(main())
-        self.env.run()
+        self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
         return out
 
     def sync_alone(self) -> float:
@@ -117,6 +161,5 @@ class Engine:
             for bucket in self.work.buckets:
                 yield from self.allreduce(self.comm, self.ranks, bucket.nbytes)
 
-        self.env.process(main())
-        self.env.run()
+        self.env.run(until=self.env.process(main()))
         return self.env.now

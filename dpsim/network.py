@@ -49,17 +49,17 @@ class Network:
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
 
-    def transfer(self, route, src, dst, nbytes, label=""):
-        """Start moving nbytes from src to dst along route; return an event for its arrival."""
+    def transfer(self, route, src, dst, nbytes, label="", overhead=0.0):
+        """Start moving nbytes from src to dst along route; return an event for its arrival.
+        `overhead`: software seconds added to the route's latency (a library call, a copy)."""
         env = self.env
         done = env.event()
         self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
+        latency = sum(ch.latency for ch in route) + overhead
         if not route or nbytes <= 0:
-            latency = sum(ch.latency for ch in route)
             env.timeout(latency).callbacks.append(lambda _: done.succeed())
             return done
         flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst)
-        latency = sum(ch.latency for ch in route)
         env.timeout(latency).callbacks.append(lambda _: self._start(flow))
         return done
 

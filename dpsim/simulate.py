@@ -10,7 +10,8 @@ from .trace import Trace
 
 def single_gpu(sc: Scenario) -> Scenario:
     """The same scenario on one GPU: the baseline of speed-up."""
-    return sc.with_overrides({"cluster.nodes": 1, "cluster.gpus_per_node": 1, "sync.strategy": "none"})
+    return sc.with_overrides({"cluster.nodes": 1, "cluster.gpus_per_node": 1, "sync.strategy": "none",
+                              "cluster.gpu_speed": sc.cluster.gpu_speed[:1], "sync.update_location": "gpu"})
 
 
 def with_gpus(sc: Scenario, gpus: int) -> Scenario:
@@ -29,7 +30,7 @@ def with_gpus(sc: Scenario, gpus: int) -> Scenario:
                             f"use a multiple of {per_node} or at most {per_node}")
     strategy = sc.sync.strategy if sc.sync.strategy != "none" else "ring"
     return sc.with_overrides({"cluster.nodes": nodes, "cluster.gpus_per_node": per_node,
-                              "sync.strategy": strategy})
+                              "sync.strategy": strategy, "cluster.gpu_speed": sc.cluster.gpu_speed[:gpus]})
 
 
 def resolved(sc: Scenario) -> dict:

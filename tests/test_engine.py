@@ -15,7 +15,7 @@ CONTRACT = {"iteration_time_s", "throughput_samples_per_s", "speedup", "scaling_
 def test_result_follows_the_contract_and_is_json():
     d = simulate("cntk-1bit-k80").to_dict()
     assert CONTRACT <= set(d)
-    assert set(d["breakdown_s"]) == {"compute", "data_wait", "exposed_comm", "update"}
+    assert {"compute", "data_wait", "exposed_comm", "update"} <= set(d["breakdown_s"])
     json.dumps(d)
     assert d["scenario"]["resolved"]["gpu"]["name"] == "k80"
 

@@ -10,13 +10,19 @@ Cost on GPU 0:  2 alpha + 2 (n-1) m beta + (n-1) m gamma   -- grows with n.
 On the CPU all n GPUs send and receive, and the GPUs under one PCIe switch share its uplink
 to the host: 2 alpha + 2 (GPUs per switch) m beta_pcie + n m gamma_host when the uplinks are
 the bottleneck.
+With the update on the CPU server too, add (params x 20 bytes) / host memory bandwidth: it
+runs bucket by bucket while the GPUs are still in backward, so with overlap it is hidden.
 """
 
 
-def allreduce(comm, ranks, nbytes, location="gpu0"):
+def allreduce(comm, ranks, nbytes, location="gpu0", update_s_per_param=0.0):
+    """update_s_per_param > 0: the server also applies the update and sends back weights
+    (MXNet's kvstore with the optimizer on the CPU); the GPUs then skip their own update."""
     server = ranks[0] if location == "gpu0" else "host0"
     senders = [r for r in ranks if r != server]
     yield comm.send([(r, server, nbytes) for r in senders], "ps-gather")
     summands = len(senders) if location == "gpu0" else len(senders) - 1
     yield comm.reduce([server], summands * nbytes)
+    if update_s_per_param:
+        yield comm.update(server, nbytes / 4, update_s_per_param)
     yield comm.send([(server, r, nbytes) for r in senders], "ps-broadcast")
