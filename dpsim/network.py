@@ -89,13 +89,17 @@ class Network:
         first = min(self.flows, key=lambda f: f.remaining / f.rate)
         gen = self._generation
         delay = max(first.remaining / first.rate, 0.0)
-        self.env.timeout(delay).callbacks.append(lambda _: self._finish(gen))
+        self.env.timeout(delay).callbacks.append(lambda _: self._finish(gen, first))
 
-    def _finish(self, gen):
+    def _finish(self, gen, first):
         if gen != self._generation:          # rates changed since this timer was set
             return
         self._advance()
-        finished = [f for f in self.flows if f.remaining <= 1e-9 * f.size + 1e-6]
+        # The flow the timer was set for is done, even if rounding left it a few bytes (a tiny
+        # delay added to a large clock can vanish); so is any other within a picosecond of done.
+        first.remaining = 0.0
+        slack = max(1e-12, self.env.now * 1e-12)
+        finished = [f for f in self.flows if f.remaining <= 1e-9 * f.size + f.rate * slack]
         self.flows = [f for f in self.flows if f not in finished]
         for f in finished:
             for ch in f.route:
