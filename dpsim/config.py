@@ -75,6 +75,11 @@ class ComputeConfig:
     # report for an empty kernel launch (e.g. Zhang et al., "Understanding the GPU
     # Microarchitecture to Achieve Bare-Metal Performance Tuning", PPoPP 2017).
     kernel_launch_us: float = _spec(5.0, nonneg=True)
+    # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
+    # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
+    # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
+    gpus_per_process: int = _spec(1, positive=True)
+    dispatch_ms_per_gpu: float = _spec(0.0, nonneg=True)
 
 
 @dataclass(frozen=True)
@@ -340,6 +345,11 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
         table = out.setdefault(section, {})
         if not isinstance(table, dict):
             raise ScenarioError(section, f"expected a table, got {table!r}")
+        if section == "model" and key == "preset" and value != "custom":
+            for custom_key in ("params", "flops_per_sample", "layers"):     # a preset replaces a custom model
+                table.pop(custom_key, None)
+        if section == "model" and key in ("params", "flops_per_sample"):
+            table["preset"] = "custom"                                       # and the other way round
         table[key] = value
     return out
 

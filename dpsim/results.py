@@ -14,6 +14,8 @@ class Result:
     scenario: dict                 # the resolved config
     gpus: int = 0
     trace: object = field(default=None, repr=False, compare=False)
+    # with compression: the same scenario without it (iteration_time_s, breakdown_s, bytes_sent_per_gpu)
+    uncompressed: dict | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -26,4 +28,5 @@ class Result:
             "breakdown_s": dict(self.breakdown_s),
             "gpus": self.gpus,
             "scenario": self.scenario,
+            **({"uncompressed": self.uncompressed} if self.uncompressed else {}),
         }

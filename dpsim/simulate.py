@@ -60,8 +60,11 @@ def simulate(scenario, overrides: dict | None = None, trace: bool = False, basel
     else:
         base = simulate(single_gpu(sc)).throughput_samples_per_s
     speedup = throughput / base
+    plain = None
+    if sc.sync.compression != "none" and sc.gpus > 1:
+        plain = Engine(sc.with_overrides({"sync.compression": "none"})).run()
     return Result(run["iteration_time_s"], throughput, speedup, speedup / sc.gpus, sync_s,
-                  run["bytes_sent_per_gpu"], run["breakdown_s"], resolved(sc), sc.gpus, record)
+                  run["bytes_sent_per_gpu"], run["breakdown_s"], resolved(sc), sc.gpus, record, plain)
 
 
 def sweep(scenario, gpus, overrides: dict | None = None) -> list[Result]:
