@@ -94,6 +94,14 @@ def print_compression(name, res, plain, out=sys.stdout):
               f"for {codec_ms:.3f} ms of encoding and decoding.", file=out)
 
 
+def print_sweep(results, out=sys.stdout):
+    print(f"{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
+          f"{'exposed comm ms':>16}", file=out)
+    for r in results:
+        print(f"{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
+              f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
+
+
 def cmd_list(args):
     print("Scenarios (dpsim show NAME for details):")
     for name in config.builtin_names():

@@ -43,6 +43,21 @@ def test_sweep_prints_one_row_per_gpu_count():
     assert [r["gpus"] for r in runs] == [1, 2, 4]
 
 
+def test_sweep_text_table_matches_json():
+    p = dpsim("sweep", "d2l-ps-vs-ring", "--gpus", "1,4", "--set", "sync.strategy=ring")
+    assert p.returncode == 0, p.stderr
+    rows = [line.split() for line in p.stdout.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["1", "4"]
+    runs = json.loads(dpsim("sweep", "d2l-ps-vs-ring", "--gpus", "1,4", "--set", "sync.strategy=ring", "--json").stdout)
+    assert float(rows[1][3]) == pytest.approx(runs[1]["speedup"], abs=0.006)
+
+
+def test_run_with_compression_prints_the_verdict():
+    p = dpsim("run", "cntk-1bit-k80", "--set", "sync.compression=1bit")
+    assert p.returncode == 0, p.stderr
+    assert "verdict: 1bit LOSES" in p.stdout and "encode/decode" in p.stdout
+
+
 @pytest.mark.parametrize("args, key", [
     (["run", "no-such-scenario"], "scenario"),
     (["run", "cntk-1bit-k80", "--set", "cluster.nodes=0"], "cluster.nodes"),
