@@ -1,0 +1,127 @@
+"""course/: calibration writes a scenario dpsim accepts, the fits recover known values,
+compare prints both columns and a plot, and the diagnosis names the right phase."""
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import dpsim
+from dpsim import compute
+from course import calibrate, compare
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_course(*args, cwd, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    """A real calibration of a small MLP (the model the compare test runs)."""
+    out = tmp_path_factory.mktemp("cal") / "profile.toml"
+    done = run_course("calibrate", "-o", str(out), "--width", "64", "--depth", "1", "--batch", "16",
+                      cwd=out.parent)
+    assert done.returncode == 0, done.stderr
+    assert "e_max" in done.stdout and "kernel_launch_us" in done.stdout
+    return out
+
+
+@pytest.mark.parametrize("e_max, b_half", [(0.4, 8.0), (0.9, 0.0), (0.05, 100.0)])
+def test_fit_compute_recovers_the_closed_form(e_max, b_half):
+    flops, peak_tflops = 6.7e6, 0.29
+    points = [(b, compute.compute_time_s(flops, b, peak_tflops, e_max, b_half)) for b in (16, 64)]
+    got = calibrate.fit_compute(points, flops, peak_tflops * 1e12)
+    assert got == pytest.approx((e_max, b_half), rel=1e-6, abs=1e-9)
+
+
+def test_fit_link_recovers_latency_and_bandwidth():
+    sizes = [8, 1024, 65536, 1 << 20, 4 << 20]
+    times = [3e-6 + s / 5e9 for s in sizes]
+    bw, lat = calibrate.fit_link(sizes, times)
+    assert bw == pytest.approx(5.0, rel=1e-6)
+    assert lat == pytest.approx(3.0, rel=0.01)
+
+
+def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
+    frag = tomllib.loads(profile.read_text())
+    assert frag["cluster"]["gpu"]["name"] == "this-cpu"
+    assert {"bandwidth_gbs", "latency_us"} <= set(frag["cluster"]["intra"])
+    assert 0 < frag["compute"]["efficiency"] <= 1
+    sc = dpsim.load_scenario(profile)                          # the file on its own
+    assert sc.model.params == frag["model"]["params"]
+    merged = dpsim.load_scenario("cntk-1bit-k80")               # merged into a base scenario
+    data = merged.to_dict()
+    for section in ("cluster", "model", "compute", "sync"):
+        data[section] = {**data[section], **frag[section]}
+    data["model"]["preset"] = "custom"
+    res = dpsim.simulate(data)
+    assert res.iteration_time_s > 0 and res.gpus == 4
+    side = json.loads(calibrate.sidecar(profile).read_text())
+    assert side["pingpong"]["2"]["ring_s"] > 0
+
+
+def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
+    done = run_course("compare", "--profile", str(profile), "--ranks", "1,2", "--sync", "ring",
+                      "--compress", "none,1bit", "--width", "64", "--depth", "1", "--batch", "16",
+                      "--samples", "640", "--epochs", "2", "--json", "c.json", "--plot", "c.png",
+                      cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.splitlines()[0]
+    assert "predicted" in head and "measured" in head
+    assert "2 ranks ring 1bit" in done.stdout and "median absolute error" in done.stdout
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert [(r["ranks"], r["compress"]) for r in rows] == [(1, "none"), (2, "none"), (2, "1bit")]
+    for r in rows:
+        assert r["predicted_iteration_s"] > 0 and r["measured_iteration_s"] > 0
+    png = (tmp_path / "c.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_compare_refuses_a_profile_of_another_model(profile, tmp_path):
+    done = run_course("compare", "--profile", str(profile), "--ranks", "1", "--width", "128",
+                      cwd=tmp_path)
+    assert done.returncode == 2 and "calibrated for" in done.stderr
+
+
+def test_diagnosis_names_the_phase_that_differs_most():
+    pred = {"compute": 5e-3, "data_wait": 0.0, "exposed_comm": 1e-3, "compression": 2e-3, "update": 1e-3}
+    meas = {"compute": 5.2e-3, "data_wait": 0.1e-3, "exposed_comm": 6e-3, "compression": 2.5e-3,
+            "update": 1e-3, "other": 0.2e-3}
+    d = compare.diagnose(sum(pred.values()), sum(meas.values()), pred, meas)
+    assert d["phase"] == "exposed_comm"
+    assert d["predicted_s"] == 1e-3 and d["measured_s"] == 6e-3
+    meas2 = dict(pred, compute=9e-3)                          # compute now the culprit
+    assert compare.diagnose(sum(pred.values()), sum(meas2.values()), pred, meas2)["phase"] == "compute"
+    assert compare.diagnose(1.0, 1.1, pred, meas) is None      # within 15%: nothing to explain
+
+
+def test_measured_phases_map_onto_dpsim_keys():
+    result = {"iteration_time_s": 0.010,
+              "breakdown_s": {"compute": 0.004, "data_wait": 0.0005, "exposed_comm": 0.004,
+                              "compression": 0.003, "update": 0.001, "load": 0.0005, "communication": 0.001}}
+    got = compare.measured_phases(result)
+    assert got["exposed_comm"] == pytest.approx(0.001)        # the codec is counted once
+    assert got["compression"] == 0.003
+    assert sum(got.values()) == pytest.approx(0.010)
+
+
+def test_oversubscribed_ranks_run_slower_in_the_scenario():
+    prof = {"cluster": {"gpu": {"fp32_tflops": 0.3, "mem_bw_gbs": 20.0},
+                        "intra": {"bandwidth_gbs": 5.0, "latency_us": 1.0},
+                        "host_link": {"bandwidth_gbs": 5.0, "latency_us": 1.0}, "cpu_cores": 2},
+            "model": {"params": 100000, "flops_per_sample": 6e5, "layers": 2},
+            "compute": {"kernel_launch_us": 10.0}}
+    two = compare.scenario_for(prof, 2, "ring", "none")
+    four = compare.scenario_for(prof, 4, "mpi", "1bit")
+    assert "gpu_speed" not in two["cluster"]
+    assert four["cluster"]["gpu_speed"] == [0.5] * 4
+    assert four["sync"]["strategy"] == "ring" and four["sync"]["compression"] == "1bit"
+    assert four["compute"]["kernel_launch_us"] == 20.0
+    assert dpsim.simulate(four).breakdown_s["compute"] > dpsim.simulate(two).breakdown_s["compute"]
