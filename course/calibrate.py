@@ -185,11 +185,8 @@ def fit_launch(prof, measured_s, ranks=2):
     """Launch cost that makes dpsim's 1-bit sync on `ranks` take measured_s (dpsim is linear in it)."""
     if not measured_s:
         return 5.0
-    from course.compare import scenario_for
-    import dpsim
-    times = [dpsim.simulate(scenario_for(prof, ranks, "ring", "1bit", launch_us=x)).sync_time_s
-             for x in (0.0, 1.0)]
-    return max((measured_s - times[0]) / (times[1] - times[0]), 0.0)
+    from course.compare import fit_launch as fit, scenario_for
+    return fit(scenario_for(prof, ranks, "ring", "1bit"), measured_s)
 
 
 def to_toml(d, prefix=""):

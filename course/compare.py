@@ -14,7 +14,8 @@ How the CPU machine maps onto dpsim (course/README.md says it in words):
   N > cores         ranks share cores: every GPU runs at cores/N speed (cluster.gpu_speed),
                     memory-bound kernels too (mem_bw_gbs x cores/N, kernel_launch_us x N/cores),
                     and the link's latency is fitted so that dpsim's ring sync on N ranks takes
-                    what calibrate measured (waiting for a descheduled partner dominates)
+                    what calibrate measured (waiting for a descheduled partner dominates);
+                    likewise kernel_launch_us for 1-bit, from the 1-bit sync measured on N ranks
 
 Measured phases are mapped onto dpsim's breakdown keys: compute, data_wait, update as they
 are; exposed_comm minus compression (mpi_impl's blocking sync span includes the codec);
@@ -62,7 +63,21 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
             lat = fit_latency(d, ranks, ring_s)
             for key in ("intra", "host_link"):
                 c[key] = dict(c[key], latency_us=lat, source=f"fitted to a {ranks}-rank ring on {cores} cores")
+        onebit_s = ((measured or {}).get("pingpong", {}).get(str(ranks)) or {}).get("onebit_s")
+        if onebit_s and s["compression"] == "1bit":
+            comp["kernel_launch_us"] = fit_launch(d, onebit_s)
     return d
+
+
+def fit_launch(d, onebit_s):
+    """kernel_launch_us that makes dpsim's 1-bit sync of scenario d take onebit_s (linear in it)."""
+    import dpsim
+    probe = copy.deepcopy(d)
+    times = []
+    for x in (0.0, 1.0):
+        probe["compute"] = dict(probe["compute"], kernel_launch_us=x)
+        times.append(dpsim.simulate(probe).sync_time_s)
+    return round(max((onebit_s - times[0]) / (times[1] - times[0]), 0.0), 3)
 
 
 def fit_latency(d, ranks, ring_s):
