@@ -100,6 +100,8 @@ def test_diagnosis_names_the_phase_that_differs_most():
     meas2 = dict(pred, compute=9e-3)                          # compute now the culprit
     assert compare.diagnose(sum(pred.values()), sum(meas2.values()), pred, meas2)["phase"] == "compute"
     assert compare.diagnose(1.0, 1.1, pred, meas) is None      # within 15%: nothing to explain
+    onebit = compare.diagnose(sum(pred.values()), sum(meas.values()), pred, meas, onebit=True)
+    assert onebit["phase"] == "exposed_comm+compression" and onebit["measured_s"] == pytest.approx(8.5e-3)
 
 
 def test_measured_phases_map_onto_dpsim_keys():
