@@ -51,15 +51,19 @@ class Comm:
 
     def copy(self, moves, label="copy"):
         """Plain DMA copies (host <-> GPU): direct routes, no messaging overhead."""
-        events = [self.net.transfer(self.cluster.route(s, d), s, d, n, label) for s, d, n in moves]
-        return self.env.all_of(events)
+        return self.send(moves, label, staged=False)
+
+    def _busy(self, endpoints, label, seconds):
+        """Every endpoint works for `seconds` at once (a span each on the timeline)."""
+        now = self.env.now
+        if self.trace is not None:
+            for e in endpoints:
+                self.trace.span(e, label, now, now + seconds)
+        return self.env.timeout(seconds)
 
     def update(self, endpoint, params, seconds_per_param):
         """The optimizer step on one endpoint (the CPU parameter server)."""
-        now = self.env.now
-        if self.trace is not None:
-            self.trace.span(endpoint, "update", now, now + params * seconds_per_param)
-        return self.env.timeout(params * seconds_per_param)
+        return self._busy([endpoint], "update", params * seconds_per_param)
 
     def reduce(self, endpoints, nbytes, label="reduce"):
         """Each endpoint adds nbytes of incoming data into its own, all at once."""
@@ -73,10 +77,6 @@ class Comm:
     def kernel(self, endpoints, label, bytes_touched, launches=1):
         """A memory-bound GPU kernel (quantise, decode, cast) on every endpoint at once:
         launch cost plus the bytes it reads and writes at memory bandwidth."""
-        now = self.env.now
         seconds = launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw
         self.codec_s += seconds
-        if self.trace is not None:
-            for e in endpoints:
-                self.trace.span(e, label, now, now + seconds)
-        return self.env.timeout(seconds)
+        return self._busy(endpoints, label, seconds)

@@ -302,8 +302,11 @@ def _check_resolves(sc: Scenario, model_table: dict):
             raise ScenarioError("model.params", "a custom model needs both params > 0 and flops_per_sample > 0")
         if sc.model.layers > sc.model.params:
             raise ScenarioError("model.layers", f"at most model.params ({sc.model.params}) layers, got {sc.model.layers}")
-    elif sc.model.preset not in models.MODELS:
-        raise ScenarioError("model.preset", f"unknown model {sc.model.preset!r}; choose one of: {', '.join(models.MODELS)}")
+    else:
+        try:
+            models.get_model(sc.model.preset)
+        except ValueError as e:
+            raise ScenarioError("model.preset", str(e)) from None
     if len(sc.cluster.gpu_speed) > sc.gpus:
         raise ScenarioError("cluster.gpu_speed", f"{len(sc.cluster.gpu_speed)} factors for {sc.gpus} GPUs")
     if sc.sync.update_location == "cpu" and not (sc.sync.strategy == "ps" and sc.sync.ps_location == "cpu"):
