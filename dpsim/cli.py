@@ -10,9 +10,9 @@ import argparse
 import json
 import sys
 
-from . import config, hardware, models
+from . import config, grid, hardware, models
 from .errors import ScenarioError
-from .simulate import simulate, sweep
+from .simulate import simulate
 
 
 def parse_sets(pairs) -> dict:
@@ -23,16 +23,6 @@ def parse_sets(pairs) -> dict:
             raise ScenarioError("--set", f"expected section.key=value, got {pair!r}")
         out[key.strip()] = config.parse_value(value.strip())
     return out
-
-
-def parse_gpus(text: str) -> list[int]:
-    try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ScenarioError("--gpus", f"expected comma-separated integers like 1,2,4,8, got {text!r}")
-    if not counts:
-        raise ScenarioError("--gpus", "a sweep needs at least one GPU count, e.g. 1,2,4,8")
-    return counts
 
 
 # ------------------------------------------------------------------ printing
@@ -94,14 +84,6 @@ def print_compression(name, res, plain, out=sys.stdout):
               f"for {codec_ms:.3f} ms of encoding and decoding.", file=out)
 
 
-def print_sweep(results, out=sys.stdout):
-    print(f"{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
-          f"{'exposed comm ms':>16}", file=out)
-    for r in results:
-        print(f"{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
-              f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
-
-
 def cmd_list(args):
     print("Scenarios (dpsim show NAME for details):")
     for name in config.builtin_names():
@@ -137,17 +119,6 @@ def cmd_run(args):
         print_result(sc, res)
 
 
-def cmd_sweep(args):
-    sc = config.load_scenario(args.scenario, parse_sets(args.set))
-    results = sweep(sc, parse_gpus(args.gpus))
-    if args.json:
-        json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
-        print()
-    else:
-        print(describe(sc))
-        print_sweep(results)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dpsim", description="Simulate synchronous data-parallel training.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -163,15 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_command("show", "print a scenario with every default filled in")
     run = scenario_command("run", "simulate a scenario")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
-    sw = scenario_command("sweep", "simulate a scenario at several GPU counts")
-    sw.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1,2,4,8")
-    sw.add_argument("--json", action="store_true", help="print the results as JSON")
+    grid.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cmd_sweep}[args.command]
+    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": grid.cmd_sweep}[args.command]
     try:
         handler(args)
     except ScenarioError as e:

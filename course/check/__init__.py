@@ -1,0 +1,45 @@
+"""Answer checkers for the lecture exercises: `from course.check import lecture1`.
+
+Each lecture has one module here; each exercise one function that takes the student's
+answer, computes the right one independently (a closed form, or a dpsim run), and returns
+a Verdict that prints as one line. Checkers never raise on a wrong answer: they say how far
+off it is and give a hint.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    message: str
+
+    def __bool__(self):
+        return self.ok
+
+    def __repr__(self):
+        return ("correct: " if self.ok else "not yet: ") + self.message
+
+    __str__ = __repr__
+
+
+def close(answer, expected, rel=0.05, hint="", unit="") -> Verdict:
+    """Numeric answer within `rel` (relative) of the expected value."""
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return Verdict(False, f"expected a number, got {answer!r}")
+    off = abs(value - expected) / max(abs(expected), 1e-300)
+    if off <= rel:
+        return Verdict(True, f"{value:.4g}{unit} (expected {expected:.4g}{unit})")
+    return Verdict(False, f"{value:.4g}{unit} is {off:.0%} away from the answer. {hint}".strip())
+
+
+def choice(answer, expected, options, hint="") -> Verdict:
+    """Answer is one of `options` (case-insensitive strings)."""
+    given = str(answer).strip().lower()
+    allowed = [o.lower() for o in options]
+    if given not in allowed:
+        return Verdict(False, f"answer one of {', '.join(options)}; got {answer!r}")
+    if given == expected.lower():
+        return Verdict(True, f"{expected}")
+    return Verdict(False, f"not {answer!r}. {hint}".strip())
