@@ -8,6 +8,6 @@
 from .config import Scenario, load_scenario
 from .errors import ScenarioError
 from .results import Result
-from .simulate import simulate, sweep
+from .simulate import simulate, sweep, sweep_grid
 
-__all__ = ["Scenario", "ScenarioError", "Result", "load_scenario", "simulate", "sweep"]
+__all__ = ["Scenario", "ScenarioError", "Result", "load_scenario", "simulate", "sweep", "sweep_grid"]

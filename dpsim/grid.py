@@ -1,10 +1,20 @@
-"""`dpsim sweep`: one scenario at several GPU counts."""
+"""`dpsim sweep`: a scenario at several GPU counts, for every combination of varied keys.
+
+    dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8
+    dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8 --vary sync.strategy=ps,ring --vary sync.compression=none,1bit
+    dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8 --vary sync.strategy=ps,ring --jobs 0 --plot scaling.png
+    mpiexec -n 5 python -m mpi4py.futures -m dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8 --vary ...
+
+The simulations themselves run in dpsim.sweep_grid(); this file reads the flags and prints.
+"""
 import json
 import sys
+import time
+from pathlib import Path
 
 from . import cli, config
 from .errors import ScenarioError
-from .simulate import sweep
+from .simulate import sweep_grid
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -17,25 +27,120 @@ def parse_gpus(text: str) -> list[int]:
     return counts
 
 
-def print_sweep(results, out=sys.stdout):
-    print(f"{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
+def split_values(text: str) -> list[str]:
+    """'ps,ring' -> ['ps', 'ring'], leaving alone the commas inside [...], {...} and quotes."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [p.strip() for p in parts + [text[start:]]]
+
+
+def parse_vary(pairs, fixed: dict) -> dict:
+    """--vary KEY=V1,V2,... (repeatable) -> {KEY: [V1, V2, ...]}, values parsed as --set's are."""
+    out = {}
+    for pair in pairs or []:
+        key, eq, values = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ScenarioError("--vary", f"expected section.key=value1,value2,..., got {pair!r}")
+        if key in out or key in fixed:
+            raise ScenarioError("--vary", f"{key} is given twice (by --vary or --set); give each key once")
+        texts = split_values(values)
+        if "" in texts:
+            raise ScenarioError("--vary", f"an empty value in {pair!r}; expected e.g. {key}=a,b")
+        out[key] = [config.parse_value(t) for t in texts]
+    return out
+
+
+# ------------------------------------------------------------------ printing
+
+def show(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def print_grid(rows, varied, out=None):
+    """One table: a column per varied key, then the GPU count and the results."""
+    out = out or sys.stdout
+    widths = [max(len(k), *(len(show(s[k])) for s, _ in rows)) for k in varied]
+    keys = "".join(f"{k:<{w}}  " for k, w in zip(varied, widths))
+    print(f"{keys}{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
           f"{'exposed comm ms':>16}", file=out)
-    for r in results:
-        print(f"{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
+    for settings, r in rows:
+        values = "".join(f"{show(settings[k]):<{w}}  " for k, w in zip(varied, widths))
+        print(f"{values}{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
               f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
 
 
+def progress_bar(out=None, width=30):
+    """A progress(done, total) callback that redraws one line: bar, count, elapsed time, ETA."""
+    out = out or sys.stderr
+    start = time.monotonic()
+
+    def draw(done, total):
+        elapsed = time.monotonic() - start
+        eta = f"{elapsed / done * (total - done):.1f} s" if done else "?"
+        filled = round(width * done / total) if total else width
+        out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} simulations, "
+                  f"{elapsed:.1f} s elapsed, ETA {eta} ")
+        if done == total:
+            out.write("\n")
+        out.flush()
+    return draw
+
+
+def plot_series(rows, varied, name) -> dict:
+    """Label -> Results in GPU order, one line per combination of the varied keys."""
+    short = [k.rpartition(".")[2] for k in varied]
+    names = short if len(set(short)) == len(short) else list(varied)
+    series = {}
+    for settings, r in rows:
+        label = ", ".join(f"{n}={show(settings[k])}" for n, k in zip(names, varied)) or name
+        series.setdefault(label, []).append(r)
+    return {label: sorted(results, key=lambda r: r.gpus) for label, results in series.items()}
+
+
+# ------------------------------------------------------------------ the command
+
 def cmd_sweep(args):
-    sc = config.load_scenario(args.scenario, cli.parse_sets(args.set))
-    results = sweep(sc, parse_gpus(args.gpus))
+    fixed = cli.parse_sets(args.set)
+    varied = parse_vary(args.vary, fixed)
+    if args.plot and not Path(args.plot).resolve().parent.is_dir():
+        raise ScenarioError("--plot", f"no directory to write {args.plot!r} into")
+    sc = config.load_scenario(args.scenario, fixed)
+    show_progress = args.progress or sys.stderr.isatty()
+    rows = sweep_grid(sc, parse_gpus(args.gpus), varied, jobs=args.jobs,
+                progress=progress_bar() if show_progress else None)
+    if args.plot:
+        from . import plot                       # matplotlib only when a plot is asked for
+        plot.scaling(plot_series(rows, varied, sc.name), args.plot, f"{sc.name}: speed-up against GPUs")
     if args.json:
-        json.dump([r.to_dict() for r in results], sys.stdout, indent=2)
+        json.dump([{"settings": settings, **r.to_dict()} for settings, r in rows], sys.stdout, indent=2)
         print()
-    else:
-        print(cli.describe(sc))
-        print_sweep(results)
+        return
+    print(cli.describe(sc))
+    if varied:
+        print("varied: " + "; ".join(f"{k} = {', '.join(show(v) for v in vs)}" for k, vs in varied.items()))
+    print_grid(rows, varied)
 
 
 def add_arguments(sw):
     sw.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1,2,4,8")
-    sw.add_argument("--json", action="store_true", help="print the results as JSON")
+    sw.add_argument("--vary", action="append", metavar="KEY=V1,V2,...",
+                    help="run every combination of these values, e.g. --vary sync.strategy=ps,ring (repeatable)")
+    sw.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="simulate in N local processes; 0 = one per core (default 1: no extra processes). "
+                         "Under `mpiexec -n N python -m mpi4py.futures -m dpsim` the MPI workers are used instead")
+    sw.add_argument("--progress", action="store_true",
+                    help="draw a progress bar on stderr even when it is not a terminal")
+    sw.add_argument("--plot", metavar="FILE", help="save speed-up against GPUs, one line per combination")
+    sw.add_argument("--json", action="store_true", help="print the rows as JSON: settings and result")
