@@ -17,13 +17,19 @@ receiver's PCIe paths to the host instead of going peer to peer, and pays
 `sync.message_overhead_us` of software time (a device-to-host copy launch, the MPI call, a
 host-to-device copy launch, stream synchronisations) on top of the links' latencies.
 Direct messages (NCCL, CUDA-aware MPI) pay only the links' latencies.
+
+The fast path (`repeat`, with `fast=True`, the default): a collective made of identical
+rounds (the 2(n-1) steps of a ring) is simulated one round in detail, and the other rounds
+are one wait of the same length. See `repeat` for exactly when that is exact.
 """
 
 
 class Comm:
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
-                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0):
+                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
+        self.fast = fast            # False: simulate every round of every collective (the detailed path)
+        self.replayed_rounds = 0    # rounds the fast path stood in for instead of simulating them
         self.gpu_mem_bw = gpu_mem_bw_gbs * 1e9
         self._gamma = {"gpu": 3 / (gpu_mem_bw_gbs * 1e9), "host": 3 / (host_mem_bw_gbs * 1e9)}
         self.staging = staging
@@ -80,3 +86,34 @@ class Comm:
         seconds = launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)
+
+    def repeat(self, rounds, step):
+        """Run `step()`, a generator for one lock-step round, `rounds` times in a row.
+
+        Fast path: rounds that do the same thing (the same transfers, reductions and kernels)
+        on a network that carries nothing else take the same time and move the same bytes. So
+        the first round is simulated in detail and the other rounds - 1 are one wait of
+        (rounds - 1) x its duration, their bytes and codec time booked at once. That is exact
+        (up to floating-point rounding) when
+          - the network is idle when the first round starts (nothing in flight), and
+          - no other process sends while the rounds run.
+        It is taken only then, and only without a trace (a trace needs every round's spans),
+        so the first condition and tracing fall back to the detailed path here. The second is
+        checked as it happens: a transfer from another process sets `net.disturbed`, and the
+        engine then reruns the whole simulation on the detailed path. Stragglers do not
+        matter: a collective starts when the slowest GPU is ready and its rounds involve no
+        compute."""
+        net = self.net
+        if not self.fast or self.trace is not None or rounds < 2 or not net.idle():
+            for _ in range(rounds):
+                yield from step()
+            return
+        start, codec = self.env.now, self.codec_s
+        net.owner, net.log = self.env.active_process, []
+        yield from step()
+        log, net.log = net.log, None
+        yield self.env.timeout((rounds - 1) * (self.env.now - start))
+        net.owner = None
+        net.count_again(log, rounds - 1)
+        self.replayed_rounds += rounds - 1
+        self.codec_s += (rounds - 1) * (self.codec_s - codec)

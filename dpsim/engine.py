@@ -40,15 +40,19 @@ PHASES = ("compute", "data_wait", "exposed_comm", "compression", "straggler_wait
 
 
 class Engine:
-    def __init__(self, sc, trace=None):
+    """`fast=False` forces the detailed path: every round of every collective simulated (see
+    Comm.repeat for when the fast path is exact; results agree to rounding)."""
+
+    def __init__(self, sc, trace=None, fast=True):
         self.sc, self.trace = sc, trace
+        self.fell_back = False      # a replay was disturbed and the run was redone in detail
         self.env = simpy.Environment()
         c, s = sc.cluster, sc.sync
         self.cluster = Cluster(c.nodes, c.gpus_per_node, sc.link_spec("intra"), sc.link_spec("inter"),
                                sc.link_spec("host_link"), c.gpus_per_pcie_switch)
         self.net = Network(self.env, trace)
         self.comm = Comm(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
-                         s.staging, s.message_overhead_us, sc.compute.kernel_launch_us)
+                         s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
         self.strategy = s.strategy
@@ -148,6 +152,9 @@ class Engine:
             out["bytes_sent_per_gpu"] = sum(sent) / len(sent) / t.iterations
 
         self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
+        if self.net.disturbed:          # a replayed collective shared the network after all
+            self.fell_back = True
+            return type(self)(self.sc, self.trace, fast=False).run()
         return out
 
     def sync_alone(self) -> float:
@@ -162,4 +169,12 @@ class Engine:
                 yield from self.allreduce(self.comm, self.ranks, bucket.nbytes)
 
         self.env.run(until=self.env.process(main()))
+        if self.net.disturbed:
+            self.fell_back = True
+            return type(self)(self.sc, fast=False).sync_alone()
         return self.env.now
+
+    @property
+    def path(self) -> str:
+        """Which path the last run took: "fast" if some rounds were replayed, else "detailed"."""
+        return "fast" if self.comm.replayed_rounds and not self.fell_back else "detailed"

@@ -13,8 +13,14 @@ because it never over-commits a channel, and because a transfer that is slowed e
 leaves its unused share to the others (plain "divide by the number of users" would waste it).
 Rates are recomputed whenever a transfer starts or ends; between those moments every rate is
 constant, so the simulation is exact for this fluid model, not time-stepped.
+
+Cost: every start or finish (transfers starting or ending at the same instant count once)
+recomputes all rates, O(E log E) for E = (transfers in flight) x (hops per route).
+Comm.repeat's fast path (dpsim/comm.py) uses `idle`, `log`, `owner`, `disturbed` and
+`count_again` below to replay identical rounds of a collective instead of simulating them.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 
 
 @dataclass(eq=False)
@@ -48,6 +54,16 @@ class Network:
         self._generation = 0      # invalidates the completion timer of an older rate set
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
+        self.in_flight = 0        # transfers started and not yet arrived
+        # For Comm.repeat's replays: the process that has the network to itself, the transfers it
+        # started (src, route, nbytes), and whether anyone else sent while it had the network.
+        self.owner = None
+        self.log = None
+        self.disturbed = False
+
+    def idle(self) -> bool:
+        """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
+        return self.in_flight == 0 and self.owner is None
 
     def transfer(self, route, src, dst, nbytes, label="", overhead=0.0):
         """Start moving nbytes from src to dst along route; return an event for its arrival.
@@ -55,13 +71,30 @@ class Network:
         env = self.env
         done = env.event()
         self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
+        self.in_flight += 1
+        if self.owner is not None and env.active_process is not self.owner:
+            self.disturbed = True
+        if self.log is not None:
+            self.log.append((src, route, nbytes))
         latency = sum(ch.latency for ch in route) + overhead
         if not route or nbytes <= 0:
-            env.timeout(latency).callbacks.append(lambda _: done.succeed())
+            env.timeout(latency).callbacks.append(lambda _: self._arrive(done))
             return done
         flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst)
         env.timeout(latency).callbacks.append(lambda _: self._start(flow))
         return done
+
+    def _arrive(self, done):
+        self.in_flight -= 1
+        done.succeed()
+
+    def count_again(self, log, times):
+        """Book the bytes of the logged transfers `times` more times (a replayed round)."""
+        for src, route, nbytes in log:
+            self.bytes_sent[src] += times * nbytes
+            if nbytes > 0:
+                for ch in route:
+                    ch.bytes_carried += times * nbytes
 
     # -- the fluid model
     def _advance(self):
@@ -99,37 +132,50 @@ class Network:
         # delay added to a large clock can vanish); so is any other within a picosecond of done.
         first.remaining = 0.0
         slack = max(1e-12, self.env.now * 1e-12)
-        finished = [f for f in self.flows if f.remaining <= 1e-9 * f.size + f.rate * slack]
-        self.flows = [f for f in self.flows if f not in finished]
+        finished, running = [], []
+        for f in self.flows:
+            (finished if f.remaining <= 1e-9 * f.size + f.rate * slack else running).append(f)
+        self.flows = running
         for f in finished:
             for ch in f.route:
                 ch.bytes_carried += f.size
             if self.trace is not None:
                 self.trace.transfer(f, self.env.now)
-            f.done.succeed()
+            self._arrive(f.done)
         self._reshare()
 
 
 def share_bandwidth(flows):
-    """Max-min fair rates by progressive filling; sets flow.rate for every flow."""
-    capacity, users = {}, {}
+    """Max-min fair rates by progressive filling; sets flow.rate for every flow.
+
+    Every channel's fair share is (capacity left) / (unfrozen flows crossing it). The channel
+    with the smallest share fills first: its flows are frozen at that share, which lowers the
+    capacity and the count of the other channels they cross. A heap keeps the channels in
+    order of share; an entry made stale by such a change is skipped when it comes up."""
+    crossing = {}                                   # channel -> flows crossing it
     for f in flows:
         for ch in f.route:
-            capacity[ch] = ch.bandwidth
-            users[ch] = users.get(ch, 0) + 1
-    unfrozen = set(flows)
-    by_channel = {}
-    for f in flows:
-        for ch in f.route:
-            by_channel.setdefault(ch, []).append(f)
-    while unfrozen:
-        # the channel that fills first when every unfrozen flow grows at the same rate
-        bottleneck = min((ch for ch in users if users[ch] > 0), key=lambda ch: capacity[ch] / users[ch])
-        share = max(capacity[bottleneck] / users[bottleneck], 1e-9 * bottleneck.bandwidth)
-        for f in by_channel[bottleneck]:
-            if f in unfrozen:
+            crossing.setdefault(ch, []).append(f)
+    left = {ch: ch.bandwidth for ch in crossing}    # capacity not yet given to frozen flows
+    users = {ch: len(fs) for ch, fs in crossing.items()}
+    order = {ch: i for i, ch in enumerate(crossing)}   # ties go to the channel seen first
+    heap = [(ch.bandwidth / users[ch], order[ch], ch) for ch in crossing]
+    heapify(heap)
+    frozen = set()
+    while heap:
+        share, _, bottleneck = heappop(heap)
+        if users[bottleneck] == 0 or share != left[bottleneck] / users[bottleneck]:
+            continue                                # stale entry
+        share = max(share, 1e-9 * bottleneck.bandwidth)
+        changed = set()
+        for f in crossing[bottleneck]:
+            if f not in frozen:
+                frozen.add(f)
                 f.rate = share
-                unfrozen.discard(f)
                 for ch in f.route:
-                    capacity[ch] -= share
+                    left[ch] -= share
                     users[ch] -= 1
+                    changed.add(ch)
+        for ch in changed:
+            if users[ch] > 0:
+                heappush(heap, (left[ch] / users[ch], order[ch], ch))

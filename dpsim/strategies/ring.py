@@ -12,22 +12,35 @@ with the number of GPUs, which is why the ring scales. The latency term does.
 
 Several independent rings (one per node, say) can run at once, in lock-step: `rings` is a
 list of rank lists of equal length.
+
+Every step of a phase sends the same sizes between the same pairs (only which chunk travels
+changes), so the steps are identical rounds for Comm.repeat's fast path.
 """
+
+
+def neighbour_moves(rings, chunk):
+    """Every rank sends `chunk` bytes to the next rank of its ring."""
+    return [(r[i], r[(i + 1) % len(r)], chunk) for r in rings for i in range(len(r))]
 
 
 def reduce_scatter(comm, rings, nbytes):
     n = len(rings[0])
     chunk = nbytes / n
-    for _ in range(n - 1):
-        yield comm.send([(r[i], r[(i + 1) % n], chunk) for r in rings for i in range(n)], "reduce-scatter")
-        yield comm.reduce([rank for r in rings for rank in r], chunk)
+    moves, ranks = neighbour_moves(rings, chunk), [rank for r in rings for rank in r]
+
+    def step():
+        yield comm.send(moves, "reduce-scatter")
+        yield comm.reduce(ranks, chunk)
+    yield from comm.repeat(n - 1, step)
 
 
 def all_gather(comm, rings, nbytes):
     n = len(rings[0])
-    chunk = nbytes / n
-    for _ in range(n - 1):
-        yield comm.send([(r[i], r[(i + 1) % n], chunk) for r in rings for i in range(n)], "all-gather")
+    moves = neighbour_moves(rings, nbytes / n)
+
+    def step():
+        yield comm.send(moves, "all-gather")
+    yield from comm.repeat(n - 1, step)
 
 
 def allreduce(comm, ranks, nbytes):
