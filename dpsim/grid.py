@@ -119,7 +119,7 @@ def cmd_sweep(args):
     sc = config.load_scenario(args.scenario, fixed)
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, parse_gpus(args.gpus), varied, jobs=args.jobs,
-                progress=progress_bar() if show_progress else None)
+                      progress=progress_bar() if show_progress else None)
     if args.plot:
         from . import plot                       # matplotlib only when a plot is asked for
         plot.scaling(plot_series(rows, varied, sc.name), args.plot, f"{sc.name}: speed-up against GPUs")

@@ -29,8 +29,8 @@ def dpsim_main(capsys, *args):
 
 
 def test_rows_come_combination_by_combination_in_the_order_given():
-    rows = sweep_grid("d2l-ps-vs-ring", [4, 1, 2], vary={"sync.strategy": ["ring", "ps"], "training.batch_per_gpu": [16, 32]},
-                overrides={"training.iterations": 3})
+    vary = {"sync.strategy": ["ring", "ps"], "training.batch_per_gpu": [16, 32]}
+    rows = sweep_grid("d2l-ps-vs-ring", [4, 1, 2], vary=vary, overrides={"training.iterations": 3})
     assert [(s["sync.strategy"], s["training.batch_per_gpu"], r.gpus) for s, r in rows] == [
         (strategy, batch, g) for strategy in ("ring", "ps") for batch in (16, 32) for g in (4, 1, 2)]
     for settings, r in rows:
@@ -50,8 +50,8 @@ def test_the_varied_strategy_reaches_the_simulation_and_matches_the_closed_forms
 
 
 def test_a_batch_size_changes_the_baseline_and_a_strategy_does_not():
-    rows = sweep_grid("d2l-ps-vs-ring", [1, 4], vary={"training.batch_per_gpu": [16, 64], "sync.strategy": ["ps", "ring"]},
-                overrides={"training.iterations": 3})
+    vary = {"training.batch_per_gpu": [16, 64], "sync.strategy": ["ps", "ring"]}
+    rows = sweep_grid("d2l-ps-vs-ring", [1, 4], vary=vary, overrides={"training.iterations": 3})
     one_gpu = {(s["training.batch_per_gpu"], s["sync.strategy"]): r for s, r in rows if r.gpus == 1}
     assert one_gpu[16, "ps"].to_dict() == one_gpu[16, "ring"].to_dict()
     assert one_gpu[16, "ps"].throughput_samples_per_s < one_gpu[64, "ps"].throughput_samples_per_s
@@ -65,8 +65,9 @@ def test_each_distinct_scenario_is_simulated_once(monkeypatch):
     real_run = simulate_module.Engine.run
     monkeypatch.setattr(simulate_module.Engine, "run", lambda self: calls.append(self.sc) or real_run(self))
     totals = []
-    rows = sweep_grid("d2l-ps-vs-ring", [1, 2, 4], vary={"sync.strategy": ["ps", "ring"], "sync.compression": ["none", "1bit"]},
-                overrides={"training.iterations": 3}, progress=lambda done, total: totals.append(total))
+    vary = {"sync.strategy": ["ps", "ring"], "sync.compression": ["none", "1bit"]}
+    rows = sweep_grid("d2l-ps-vs-ring", [1, 2, 4], vary=vary, overrides={"training.iterations": 3},
+                      progress=lambda done, total: totals.append(total))
     # one-GPU baselines: without and with 1bit (strategy is 'none' on one GPU); 2 strategies x
     # 2 compressions x 2 GPU counts; the uncompressed twins of the 1bit runs are rows already.
     assert len(calls) == 2 + 8 and set(totals) == {10}
@@ -75,7 +76,8 @@ def test_each_distinct_scenario_is_simulated_once(monkeypatch):
 
 
 def test_grid_rows_equal_simulate_and_sweep_results():
-    rows = sweep_grid("d2l-ps-vs-ring", [1, 4], vary={"sync.compression": ["none", "1bit"]}, overrides={"training.iterations": 3})
+    rows = sweep_grid("d2l-ps-vs-ring", [1, 4], vary={"sync.compression": ["none", "1bit"]},
+                      overrides={"training.iterations": 3})
     for settings, r in rows:
         if r.gpus == 4:
             alone = simulate("d2l-ps-vs-ring", {"training.iterations": 3, **settings})
