@@ -1,0 +1,104 @@
+"""Checkers for lecture 01, synchronous data parallelism and the max(t1, t2) rule.
+
+    from course.check import lecture1
+    lecture1.exercise1(answer)
+
+The exercises' data are the constants below; the notebook states the same numbers. Every
+right answer is computed here from dpsim.analytic's closed forms, never copied from output.
+"""
+import math
+
+from dpsim import analytic
+
+from . import Verdict, choice, close
+
+# The setting of exercises 1 and 2: the d2l.ai lecture's 160 MB gradient (40 M FP32
+# parameters), a ResNet-50-sized compute load (12.3 GFLOP per sample, forward and
+# backward), V100 GPUs (15.7 TFLOP/s FP32, NVIDIA V100 datasheet) reaching 35% of peak,
+# 8 GPUs in two machines joined by 10 GbE (1.25 GB/s per direction), ring all-reduce,
+# latency ignored.
+GPUS = 8
+GRADIENT_BYTES = 160e6
+FLOPS_PER_SAMPLE = 12.3e9
+PEAK_TFLOPS = 15.7
+EFFICIENCY = 0.35
+HALF_BATCH = 8
+NETWORK_GBS = 1.25
+BATCH = 64
+
+# Exercise 3: a run that keeps its global batch and spreads it over more GPUs.
+EX3_BEFORE = {"gpus": 8, "batch_per_gpu": 128}
+EX3_AFTER = {"gpus": 32, "batch_per_gpu": 32}
+
+
+def _t1(batch, efficiency):
+    return analytic.compute_time(FLOPS_PER_SAMPLE, batch, PEAK_TFLOPS, efficiency)
+
+
+def _t2():
+    return analytic.ring(GPUS, GRADIENT_BYTES, 0.0, 1 / (NETWORK_GBS * 1e9))
+
+
+def _pending(what):
+    return Verdict(False, f"set `answer` to {what} and run this cell again")
+
+
+def exercise1(answer) -> Verdict:
+    """Iteration time in milliseconds, with communication overlapping computation."""
+    if answer is None:
+        return _pending("the iteration time in ms")
+    t1, t2 = _t1(BATCH, EFFICIENCY), _t2()
+    expected_ms = analytic.iteration_time(t1, t2, overlap=True) * 1e3
+    verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
+    if verdict.ok:
+        return verdict
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return verdict
+    if math.isclose(value, (t1 + t2) * 1e3, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} ms is t1 + t2: the time WITHOUT overlap. "
+                              "With overlap the slower of the two sets the pace.")
+    if math.isclose(value, t1 * 1e3, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} ms is t1. Is computing really the slower part here?")
+    if math.isclose(value, 2 * GRADIENT_BYTES / (NETWORK_GBS * 1e9) * 1e3, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} ms counts 2m / B; a ring sends 2(n-1)/n of the gradient.")
+    return Verdict(False, verdict.message + " Hint: t1 = F b / (P e), t2 = 2 (n-1)/n m / B, then max(t1, t2).")
+
+
+def exercise2(answer) -> Verdict:
+    """The smallest whole per-GPU batch b for which t1(b) >= t2, with e(b) = e_max b / (b + b_half)."""
+    if answer is None:
+        return _pending("a whole number of samples per GPU")
+    t2 = _t2()
+    b = 1
+    while _t1(b, EFFICIENCY * b / (b + HALF_BATCH)) < t2:
+        b += 1
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return Verdict(False, f"expected a number of samples, got {answer!r}")
+    if value == b:
+        return Verdict(True, f"{b} samples per GPU: from there on, computing the gradients "
+                             f"takes at least as long as the ring ({t2 * 1e3:.0f} ms)")
+    if abs(value - b) < 1:
+        return Verdict(False, f"{value:g} is the exact crossing; the question asks for the smallest "
+                              "whole batch at or above it (round up)")
+    flat = t2 * PEAK_TFLOPS * 1e12 * EFFICIENCY / FLOPS_PER_SAMPLE
+    if abs(value - flat) <= 1:
+        return Verdict(False, f"{value:g} ignores the efficiency curve: with e(b) = e_max b / (b + b_half), "
+                              "t1(b) = F (b + b_half) / (P e_max)")
+    return Verdict(False, f"{value:g} is not it. Hint: t1(b) = F (b + b_half) / (P e_max); "
+                          "solve t1(b) = t2 for b and round up.")
+
+
+def exercise3(answer) -> Verdict:
+    """Weak or strong scaling?"""
+    if answer is None:
+        return _pending('"weak" or "strong"')
+    before = EX3_BEFORE["gpus"] * EX3_BEFORE["batch_per_gpu"]
+    after = EX3_AFTER["gpus"] * EX3_AFTER["batch_per_gpu"]
+    expected = "strong" if before == after else "weak"
+    return choice(answer, expected, ["weak", "strong"],
+                  hint=f"The global batch was {before} and is {after}: compare the total work per step, "
+                       "not the work per GPU.")

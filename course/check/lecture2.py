@@ -1,0 +1,103 @@
+"""Checkers for lecture 02, parameter server, ring and tree.
+
+    from course.check import lecture2
+    lecture2.exercise1(answer)
+
+The exercises' data are the constants below; the notebook states the same numbers. Right
+answers come from dpsim.analytic's closed forms (exercises 1 and 2) and from dpsim runs
+(exercise 3), never from copied output.
+"""
+import math
+
+import dpsim
+from dpsim import analytic
+
+from . import Verdict, choice, close
+
+# d2l.ai "Parameter Servers": 160 MB of gradients, PCIe at 16 GB/s; here 8 GPUs.
+GPUS = 8
+GRADIENT_BYTES = 160e6
+LINK_GBS = 16.0
+# Exercise 2: one message GPU -> PCIe switch -> GPU crosses two hops of 1 us each.
+ALPHA_S = 2e-6
+# Exercise 3: the d2l scenario on 8 GPUs behind one PCIe switch.
+EX3_STRATEGIES = ("ps", "sharded-ps", "ring", "tree")
+EX3_OVERRIDES = {"cluster.gpus_per_node": GPUS, "cluster.gpus_per_pcie_switch": GPUS,
+                 "training.iterations": 1, "training.warmup_iterations": 0}
+
+
+def _pending(what):
+    return Verdict(False, f"set `answer` to {what} and run this cell again")
+
+
+def _number(answer):
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        return None
+
+
+def exercise1(answer) -> Verdict:
+    """Parameter server on GPU 0, 8 GPUs, 160 MB, 16 GB/s, latency and adds ignored: ms."""
+    if answer is None:
+        return _pending("the sync time in ms")
+    beta = 1 / (LINK_GBS * 1e9)
+    expected_ms = analytic.ps(GPUS, GRADIENT_BYTES, 0.0, beta) * 1e3
+    verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
+    value = _number(answer)
+    if verdict.ok or value is None:
+        return verdict
+    one_way = (GPUS - 1) * GRADIENT_BYTES * beta * 1e3
+    if math.isclose(value, one_way, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} ms is only the gather. The sum must also go back out to "
+                              f"{GPUS - 1} GPUs through the same link.")
+    if math.isclose(value, 2 * GPUS * GRADIENT_BYTES * beta * 1e3, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} ms counts GPU 0 sending to itself: it has n - 1 partners.")
+    return Verdict(False, verdict.message + " Hint: every byte in and out of GPU 0 crosses its one link.")
+
+
+def crossover_bytes(n=GPUS, alpha=ALPHA_S, bandwidth_gbs=LINK_GBS):
+    """Message size where a ring and recursive doubling cost the same (adds ignored)."""
+    beta = 1 / (bandwidth_gbs * 1e9)
+
+    def ring_minus_tree(m):
+        return analytic.ring(n, m, alpha, beta) - analytic.tree(n, m, alpha, beta)
+
+    lo, hi = 1.0, 1e12         # ring is slower at 1 byte (more steps), faster at 1 TB
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if ring_minus_tree(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def exercise2(answer) -> Verdict:
+    """The gradient size in KB (1 KB = 1,000 bytes) at which ring and tree cost the same."""
+    if answer is None:
+        return _pending("a size in KB")
+    expected_kb = crossover_bytes() / 1e3
+    verdict = close(answer, expected_kb, rel=0.05, unit=" KB")
+    value = _number(answer)
+    if value is not None and math.isclose(value, expected_kb * 1e3, rel_tol=0.05):
+        return Verdict(False, f"{value:.4g} looks like bytes; give the size in KB (1 KB = 1,000 bytes)")
+    if verdict.ok:
+        return Verdict(True, verdict.message + ": below it the tree's few steps win, above it the ring's few bytes")
+    return Verdict(False, verdict.message + " Hint: write both costs for n = 8, set them equal, solve for m.")
+
+
+def exercise3(answer) -> Verdict:
+    """Which strategy sends the most bytes per GPU (mean over the GPUs) per iteration?"""
+    if answer is None:
+        return _pending(f"one of {', '.join(EX3_STRATEGIES)}")
+    sent = {s: dpsim.simulate("d2l-ps-vs-ring", {**EX3_OVERRIDES, "sync.strategy": s}).bytes_sent_per_gpu
+            for s in EX3_STRATEGIES}
+    expected = max(sent, key=sent.get)
+    verdict = choice(answer, expected, list(EX3_STRATEGIES),
+                     hint="Count the bytes each GPU sends in every step, times the steps; "
+                          "for the parameter server, average GPU 0 with the others.")
+    if verdict.ok:
+        table = ", ".join(f"{s} {b / 1e6:.0f} MB" for s, b in sent.items())
+        return Verdict(True, f"{expected} ({table})")
+    return verdict
