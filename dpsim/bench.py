@@ -1,0 +1,109 @@
+"""How fast the simulator runs: `python -m dpsim.bench [--cases 8,64,256,1024] [--json]`.
+
+Fixed cases: ring all-reduce of ResNet-50's gradients (model preset "resnet50", 25 MiB buckets,
+4 buckets) on 8, 64, 256 and 1,024 V100 GPUs, 8 per node: NVLink 2 inside a node ("nvlink2",
+a full mesh in dpsim.cluster), 100 Gb/s InfiniBand EDR between nodes ("ib-edr"), PCIe 3 to
+the host ("pcie3"). Ten measured iterations, no warm-up, synthetic data.
+
+What is measured, for each case, is Engine(sc).run() (what simulate() spends most of its time in):
+  wall_s, cpu_s  seconds of wall-clock time, and of CPU time of this process (steadier on a
+                 shared machine)
+  events         SimPy events processed: Engine.env.step is wrapped with a counter, so
+                 every event taken off SimPy's queue (timeouts, transfer arrivals, process
+                 resumptions, conditions) counts once
+  ns_per_gpu_step  CPU time / (GPUs x ring steps x buckets x iterations), ring steps = 2(n-1):
+                 flat or falling as n grows means the cost grows no faster than GPUs x steps
+  path           "fast" when Comm.repeat replayed rounds, else "detailed"
+With `--detailed-max N` (default 64) cases up to N GPUs also run with Engine(sc, fast=False),
+to show the fast path's speed-up and that both give the same iteration time.
+Wall times depend on the machine and its load; compare the two paths within one run.
+"""
+import argparse
+import json
+import time
+
+from .config import load_scenario
+from .engine import Engine
+
+GPUS_PER_NODE = 8
+
+
+def scenario(gpus: int):
+    nodes, per_node = max(1, gpus // GPUS_PER_NODE), min(gpus, GPUS_PER_NODE)
+    return load_scenario({
+        "name": f"bench-ring-{gpus}",
+        "cluster": {"nodes": nodes, "gpus_per_node": per_node, "gpu": "v100",
+                    "intra": "nvlink2", "inter": "ib-edr", "host_link": "pcie3"},
+        "model": {"preset": "resnet50"},
+        "training": {"iterations": 10, "warmup_iterations": 0},
+        "sync": {"strategy": "ring", "bucket_mb": 25},
+    })
+
+
+def timed_run(sc, fast: bool) -> dict:
+    """Run the engine once; wall time, events processed, which path, the simulated result."""
+    eng = Engine(sc, fast=fast)
+    events = 0
+    step = eng.env.step
+
+    def counted_step():
+        nonlocal events
+        events += 1
+        step()
+    eng.env.step = counted_step          # Environment.run calls self.step(): the instance's wins
+    start, cpu = time.perf_counter(), time.process_time()
+    out = eng.run()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"path": eng.path, "wall_s": wall, "cpu_s": cpu, "events": events, "events_per_s": events / wall,
+            "iteration_time_s": out["iteration_time_s"]}
+
+
+def bench(gpus: int, detailed_max: int = 64) -> dict:
+    sc = scenario(gpus)
+    n, buckets = sc.gpus, len(Engine(sc).work.buckets)
+    gpu_steps = n * 2 * (n - 1) * buckets * sc.training.iterations
+    row = {"gpus": n, "nodes": sc.cluster.nodes, "gpu_steps": gpu_steps, **timed_run(sc, fast=True)}
+    row["ns_per_gpu_step"] = row["cpu_s"] / gpu_steps * 1e9
+    if n <= detailed_max:
+        d = timed_run(sc, fast=False)
+        row["detailed"] = {**d, "ns_per_gpu_step": d["cpu_s"] / gpu_steps * 1e9}
+        row["speedup"] = d["cpu_s"] / row["cpu_s"]
+        row["relative_difference"] = abs(row["iteration_time_s"] / d["iteration_time_s"] - 1)
+    return row
+
+
+def print_table(rows):
+    print("ring all-reduce, ResNet-50, 25 MiB buckets, 10 iterations; V100, 8 per node, "
+          "nvlink2 inside, ib-edr (100 Gb/s) between nodes")
+    print("(cpu: CPU seconds of this process; ns/GPU-step = cpu / (GPUs x 2(n-1) ring steps x buckets x "
+          "iterations); speed-up and differ: detailed path against fast)")
+    print(f"{'GPUs':>5} {'nodes':>5} {'path':>8} {'iteration':>11} {'wall':>8} {'cpu':>8} {'events':>9} "
+          f"{'events/s':>9} {'ns/GPU-step':>11} | {'detailed':>9} {'ns/GPU-step':>11} {'speed-up':>8} {'differ':>8}")
+    for r in rows:
+        line = (f"{r['gpus']:>5} {r['nodes']:>5} {r['path']:>8} {r['iteration_time_s'] * 1e3:>8.3f} ms "
+                f"{r['wall_s']:>6.2f} s {r['cpu_s']:>6.2f} s {r['events']:>9,} {r['events_per_s']:>9,.0f} "
+                f"{r['ns_per_gpu_step']:>11.1f} |")
+        if "detailed" in r:
+            d = r["detailed"]
+            line += (f" {d['cpu_s']:>7.2f} s {d['ns_per_gpu_step']:>11.1f} {r['speedup']:>7.0f}x"
+                     f" {r['relative_difference']:>8.1e}")
+        else:
+            line += f" {'(not run)':>9}"
+        print(line)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m dpsim.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--cases", default="8,64,256,1024", help="GPU counts, comma-separated (multiples of 8 above 8)")
+    p.add_argument("--detailed-max", type=int, default=64, help="also run the detailed path up to this many GPUs")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = p.parse_args(argv)
+    rows = [bench(int(g), args.detailed_max) for g in args.cases.split(",")]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
