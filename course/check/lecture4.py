@@ -1,0 +1,186 @@
+"""Checkers for lecture 04, 1-bit SGD: when compression pays, and why error feedback matters.
+
+    from course.check import lecture4
+    lecture4.exercise1(answer)
+
+The exercises' settings are the constants below; the notebook states the same ones. Every
+right answer is computed here: from the closed form of 1-bit's message size, from dpsim
+runs, or by running the quantiser itself; never copied from a notebook's output.
+"""
+import functools
+import math
+
+import dpsim
+import numpy as np
+
+from . import Verdict, close
+
+# 1-bit's encoding (mpi_impl/onebit.py, dpsim/strategies/onebit.py): one sign bit per value
+# and one 4-byte FP32 scale per chunk of 256 values.
+CHUNK = 256
+BYTES_PER_VALUE = 1 / 8 + 4 / CHUNK
+
+# Exercise 1: the scenario whose per-GPU traffic the student predicts.
+EX1_SCENARIO = "onebit-wins-ethernet"
+
+# Exercise 2: cntk-1bit-k80 with both PCIe links (GPU <-> switch and switch <-> host) set to
+# B GB/s, keeping PCIe 3's 1 us latency; find the B where 1-bit and plain SGD tie.
+EX2_SCENARIO = "cntk-1bit-k80"
+EX2_LATENCY_US = 1.0
+EX2_RANGE_GBS = (0.02, 16.0)
+
+# Exercise 3: the same two-value gradient arrives at every step; one chunk; error feedback.
+EX3_GRADIENT = (0.9, 0.1)
+EX3_STEPS = 10
+
+
+def _pending(what):
+    return Verdict(False, f"set `answer` to {what} and run this cell again")
+
+
+def _number(answer):
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+# ------------------------------------------------------------------ exercise 1
+
+def onebit_bytes_per_gpu(params: int, gpus: int) -> float:
+    """Bytes one GPU sends per iteration with 1-bit SGD: all-to-all, then all-gather, each
+    (n-1)/n of the quantised gradient."""
+    return 2 * (gpus - 1) / gpus * params * BYTES_PER_VALUE
+
+
+@functools.lru_cache(maxsize=None)
+def _scenario_size(name):
+    """(parameters, GPUs) of a built-in scenario, read from dpsim's resolved configuration."""
+    gpus = dpsim.load_scenario(name).gpus
+    one = dpsim.simulate(name, {"cluster.nodes": 1, "cluster.gpus_per_node": 1, "sync.strategy": "none",
+                                "sync.compression": "none", "training.iterations": 1,
+                                "training.warmup_iterations": 0})
+    return one.scenario["resolved"]["model"]["params"], gpus
+
+
+def exercise1(answer) -> Verdict:
+    """MB (10^6 bytes) each GPU sends per iteration with 1-bit SGD in onebit-wins-ethernet."""
+    if answer is None:
+        return _pending("megabytes per GPU per iteration")
+    if _number(answer) is None:
+        return Verdict(False, f"expected a number of megabytes, got {answer!r}")
+    params, gpus = _scenario_size(EX1_SCENARIO)
+    expected = onebit_bytes_per_gpu(params, gpus) / 1e6
+    verdict = close(answer, expected, rel=0.02, unit=" MB")
+    if verdict.ok:
+        return verdict
+    value = _number(answer)
+    if value is None:
+        return verdict
+    plain = 2 * (gpus - 1) / gpus * params * 4 / 1e6
+    if math.isclose(value, plain, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} MB is what the plain FP32 ring sends; 1-bit sends one bit "
+                              "per value plus a scale per 256 values.")
+    if math.isclose(value, params * BYTES_PER_VALUE / 1e6, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} MB is the quantised gradient once; each GPU sends (n-1)/n "
+                              "of it twice (all-to-all, then all-gather).")
+    if math.isclose(value, params / 8 * 2 * (gpus - 1) / gpus / 1e6, rel_tol=0.02):
+        return Verdict(False, f"{value:.4g} MB forgets the scales: 4 bytes per 256 values.")
+    return Verdict(False, verdict.message + " Hint: 2 (n-1)/n x parameters x (1/8 + 4/256) bytes.")
+
+
+# ------------------------------------------------------------------ exercise 2
+
+def _onebit_minus_plain(bandwidth_gbs):
+    """Iteration time of 1-bit minus that of plain SGD (seconds) at this PCIe bandwidth."""
+    link = {"bandwidth_gbs": bandwidth_gbs, "latency_us": EX2_LATENCY_US, "kind": "pcie"}
+    # no jitter, so every iteration is the same: 2 measured after 1 warm-up are enough
+    r = dpsim.simulate(EX2_SCENARIO, {"sync.compression": "1bit", "cluster.intra": link,
+                                      "cluster.host_link": link, "training.iterations": 2,
+                                      "training.warmup_iterations": 1})
+    return r.iteration_time_s - r.uncompressed["iteration_time_s"]
+
+
+@functools.lru_cache(maxsize=None)
+def break_even_bandwidth(steps=9):
+    """The PCIe bandwidth (GB/s) where 1-bit and plain SGD take equally long, by bisection
+    on a log scale (1-bit wins below it, loses above)."""
+    lo, hi = (math.log(b) for b in EX2_RANGE_GBS)
+    if _onebit_minus_plain(math.exp(lo)) >= 0 or _onebit_minus_plain(math.exp(hi)) <= 0:
+        raise RuntimeError("1-bit no longer wins at the low end and loses at the high end of "
+                           f"{EX2_RANGE_GBS} GB/s; the exercise needs updating")
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if _onebit_minus_plain(math.exp(mid)) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2)
+
+
+def exercise2(answer) -> Verdict:
+    """Break-even PCIe bandwidth (GB/s) of 1-bit SGD in cntk-1bit-k80."""
+    if answer is None:
+        return _pending("the bandwidth in GB/s where the two lines cross")
+    if _number(answer) is None:
+        return Verdict(False, f"expected a bandwidth in GB/s, got {answer!r}")
+    expected = break_even_bandwidth()
+    verdict = close(answer, expected, rel=0.15, unit=" GB/s")
+    if verdict.ok:
+        return verdict
+    value = _number(answer)
+    if value is not None and value > 0 and math.isclose(value / 8, expected, rel_tol=0.15):
+        return Verdict(False, f"{value:.4g} looks like Gbit/s or a factor of 8 off; answer in GB/s.")
+    return Verdict(False, verdict.message + " Hint: read where the two lines cross, or use "
+                          "B* = (bytes saved) / (extra fixed time of 1-bit).")
+
+
+# ------------------------------------------------------------------ exercise 3
+
+def quantise(v, chunk=CHUNK):
+    """Each value becomes +s (if >= 0) or -s, s = mean |value| of its chunk."""
+    v = np.asarray(v, dtype=float)
+    out = np.empty_like(v)
+    for lo in range(0, v.size, chunk):
+        part = v[lo:lo + chunk]
+        scale = np.abs(part).mean()
+        out[lo:lo + chunk] = np.where(part >= 0, scale, -scale)
+    return out
+
+
+def sent_with_error_feedback(gradient=EX3_GRADIENT, steps=EX3_STEPS):
+    """Sum over steps of what 1-bit with error feedback sends, per value."""
+    g = np.asarray(gradient, dtype=float)
+    residual, total = np.zeros_like(g), np.zeros_like(g)
+    for _ in range(steps):
+        corrected = g + residual
+        sent = quantise(corrected)
+        residual = corrected - sent
+        total += sent
+    return total
+
+
+def exercise3(answer) -> Verdict:
+    """With error feedback, the total sent for the first value after 10 steps."""
+    if answer is None:
+        return _pending("the sum of the first value over the 10 steps")
+    if _number(answer) is None:
+        return Verdict(False, f"expected a number, got {answer!r}")
+    expected = float(sent_with_error_feedback()[0])
+    verdict = close(answer, expected, rel=0.01)
+    if verdict.ok:
+        return verdict
+    value = _number(answer)
+    if value is None:
+        return verdict
+    g = np.asarray(EX3_GRADIENT)
+    without = float(quantise(g)[0]) * EX3_STEPS
+    if math.isclose(value, without, rel_tol=0.01):
+        return Verdict(False, f"{value:.4g} is what arrives WITHOUT error feedback; with it, the lost "
+                              "part is added to the next step's gradient.")
+    if math.isclose(value, g[0] * EX3_STEPS, rel_tol=0.01):
+        return Verdict(False, f"{value:.4g} is the exact sum; some of it is still in the residual "
+                              "after the last step.")
+    return Verdict(False, verdict.message + " Hint: loop 10 times: c = g + e; q = quantise(c); "
+                          "e = c - q; add up q.")

@@ -1,0 +1,120 @@
+"""Checkers for lecture 06, predicted against measured.
+
+    from course.check import lecture6
+    lecture6.exercise1(answer, result)
+
+Measurements differ from machine to machine and from minute to minute, so every exercise is
+checked against the student's own comparison: `result` is what `python -m course compare
+--json FILE` wrote (the dict, or the path of the file). The right answer is computed here
+from that run's raw figures (iteration times, samples/s, per-phase seconds), never from the
+figures compare derived from them.
+"""
+import json
+import math
+from pathlib import Path
+
+from . import Verdict, choice, close
+
+EX1_ROW = (2, "ring", "none")      # ranks, sync, compress
+EX2_ROW = (2, "ring", "none")
+EX3_ROW = (2, "ring", "1bit")
+PHASES = ("compute", "data_wait", "exposed_comm", "compression", "update", "other")
+
+
+def _pending(what):
+    return Verdict(False, f"set `answer` to {what} and run this cell again")
+
+
+def _rows(result):
+    if isinstance(result, (str, Path)):
+        result = json.loads(Path(result).read_text())
+    if not isinstance(result, dict) or "rows" not in result:
+        raise ValueError("pass the comparison: the dict (or the path of the file) that "
+                         "`python -m course compare --json FILE` wrote")
+    return result["rows"]
+
+
+def _row(result, key):
+    ranks, sync, compress = key
+    for r in _rows(result):
+        if r["ranks"] == ranks and (ranks == 1 or (r["sync"] == sync and r["compress"] == compress)):
+            return r
+    name = "1 rank" if ranks == 1 else f"{ranks} ranks {sync} {compress}"
+    return Verdict(False, f"the comparison has no row '{name}'; run compare with --ranks 1,2 "
+                          "--sync ring --compress none,1bit")
+
+
+def prediction_error_percent(row) -> float:
+    """100 x (predicted - measured) / measured iteration time."""
+    return 100 * (row["predicted_iteration_s"] - row["measured_iteration_s"]) / row["measured_iteration_s"]
+
+
+def exercise1(answer, result) -> Verdict:
+    """The prediction error (%) of the 2-rank ring row, from its predicted and measured times."""
+    if answer is None:
+        return _pending("the error in percent (negative if dpsim predicts too short a time)")
+    row = _row(result, EX1_ROW)
+    if isinstance(row, Verdict):
+        return row
+    expected = prediction_error_percent(row)
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return Verdict(False, f"expected a number of percent, got {answer!r}")
+    # the table prints milliseconds to two decimals: allow for that rounding
+    tolerance = 0.5
+    if abs(value - expected) <= tolerance:
+        return Verdict(True, f"{value:+.1f}% (from the unrounded times: {expected:+.2f}%)")
+    if abs(value + expected) <= tolerance and abs(expected) > tolerance:
+        return Verdict(False, f"{value:+.1f}% has the wrong sign: predicted minus measured, over measured.")
+    if abs(value / 100 - expected) <= tolerance and abs(expected) > tolerance:
+        return Verdict(False, f"{value:g} looks like a fraction; answer in percent.")
+    meas = row["measured_iteration_s"]
+    pred = row["predicted_iteration_s"]
+    if math.isfinite(value) and abs(value - 100 * (pred - meas) / pred) <= tolerance:
+        return Verdict(False, f"{value:+.1f}% divides by the prediction; divide by the measurement.")
+    return Verdict(False, f"{value:+.1f}% is not it. Hint: 100 x (predicted - measured) / measured, "
+                          "with the iteration times of the row '2 ranks ring none'.")
+
+
+def exercise2(answer, result) -> Verdict:
+    """The measured speed-up of 2 ranks (ring, no compression) over 1 rank."""
+    if answer is None:
+        return _pending("the measured speed-up (a number like 1.7)")
+    row, one = _row(result, EX2_ROW), _row(result, (1, "ring", "none"))
+    for r in (row, one):
+        if isinstance(r, Verdict):
+            return r
+    expected = row["measured_samples_per_s"] / one["measured_samples_per_s"]
+    verdict = close(answer, expected, rel=0.02, unit="x")
+    if verdict.ok:
+        return verdict
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return verdict
+    if math.isclose(value, row["predicted_samples_per_s"] / one["predicted_samples_per_s"], rel_tol=0.02):
+        return Verdict(False, f"{value:.3g}x is dpsim's predicted speed-up; the question asks for the measured one.")
+    if math.isclose(value, expected / 2, rel_tol=0.02):
+        return Verdict(False, f"{value:.3g} is the scaling efficiency (speed-up / ranks).")
+    return Verdict(False, verdict.message + " Hint: measured samples/s on 2 ranks / measured samples/s on 1 rank.")
+
+
+def largest_gap_phase(row) -> str:
+    """The phase whose predicted and measured seconds per iteration differ most."""
+    pred, meas = row["predicted_phases_s"], row["measured_phases_s"]
+    phases = [p for p in PHASES if p in pred or p in meas]
+    return max(phases, key=lambda p: abs(pred.get(p, 0.0) - meas.get(p, 0.0)))
+
+
+def exercise3(answer, result) -> Verdict:
+    """The phase of the 2-rank 1-bit row whose prediction is furthest from the measurement."""
+    if answer is None:
+        return _pending("one of " + ", ".join(f"'{p}'" for p in PHASES))
+    row = _row(result, EX3_ROW)
+    if isinstance(row, Verdict):
+        return row
+    expected = largest_gap_phase(row)
+    return choice(answer, expected, PHASES,
+                  hint="Compare the predicted and measured bar of each phase of '2 ranks ring 1bit': "
+                       "which two differ by the most milliseconds?")
