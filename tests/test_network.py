@@ -64,3 +64,32 @@ def test_channel_never_overcommitted():
     # every flow is bottlenecked somewhere: some channel on its route is full
     for f in flows:
         assert any(sum(g.rate for g in flows if ch in g.route) >= ch.bandwidth * (1 - 1e-9) for ch in f.route)
+
+
+def reference_rates(flows):
+    """Progressive filling written the plain way: raise every unfrozen flow's rate together until
+    a channel is full, freeze the flows crossing it, repeat."""
+    rates = {f: 0.0 for f in flows}
+    unfrozen = set(flows)
+    channels = {ch for f in flows for ch in f.route}
+    while unfrozen:
+        def headroom(ch):
+            users = [f for f in unfrozen if ch in f.route]
+            used = sum(rates[f] for f in flows if ch in f.route)
+            return (ch.bandwidth - used) / len(users) if users else float("inf")
+        full = min(channels, key=headroom)
+        step = headroom(full)
+        for f in unfrozen:
+            rates[f] += step
+        unfrozen -= {f for f in unfrozen if full in f.route}
+    return [rates[f] for f in flows]
+
+
+def test_share_bandwidth_matches_plain_progressive_filling_on_random_networks():
+    import random
+    rng = random.Random(1)
+    for _ in range(30):
+        chans = [Channel(f"c{i}", rng.choice([1, 2, 5, 10]) * 1e9, 0.0) for i in range(rng.randint(2, 8))]
+        flows = [Flow(rng.sample(chans, rng.randint(1, len(chans))), 1.0, None) for _ in range(rng.randint(1, 12))]
+        share_bandwidth(flows)
+        assert [f.rate for f in flows] == pytest.approx(reference_rates(flows), rel=1e-9)
