@@ -22,6 +22,7 @@ import argparse
 import json
 import time
 
+from . import workload
 from .config import load_scenario
 from .engine import Engine
 
@@ -60,7 +61,7 @@ def timed_run(sc, fast: bool) -> dict:
 
 def bench(gpus: int, detailed_max: int = 64) -> dict:
     sc = scenario(gpus)
-    n, buckets = sc.gpus, len(Engine(sc).work.buckets)
+    n, buckets = sc.gpus, len(workload.build(sc).buckets)
     gpu_steps = n * 2 * (n - 1) * buckets * sc.training.iterations
     row = {"gpus": n, "nodes": sc.cluster.nodes, "gpu_steps": gpu_steps, **timed_run(sc, fast=True)}
     row["ns_per_gpu_step"] = row["cpu_s"] / gpu_steps * 1e9

@@ -24,6 +24,12 @@ the iteration time:
   compression     encode/decode kernels on the critical path (1-bit, FP16), counted before
                   exposed_comm
   update          the optimizer step on the GPUs
+
+Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
+replay the rest (Comm.repeat states when that is exact). `Engine(sc, fast=False)` simulates
+every round instead (the detailed path); both give the same results up to rounding, and a
+run whose replay turned out to share the network is redone on the detailed path by itself.
+`python -m dpsim.bench` measures both.
 """
 import random
 
