@@ -79,7 +79,7 @@ def print_table(rows):
     print("(cpu: CPU seconds of this process; ns/GPU-step = cpu / (GPUs x 2(n-1) ring steps x buckets x "
           "iterations); speed-up and differ: detailed path against fast)")
     print(f"{'GPUs':>5} {'nodes':>5} {'path':>8} {'iteration':>11} {'wall':>8} {'cpu':>8} {'events':>9} "
-          f"{'events/s':>9} {'ns/GPU-step':>11} | {'detailed':>9} {'ns/GPU-step':>11} {'speed-up':>8} {'differ':>8}")
+          f"{'events/s':>9} {'ns/GPU-step':>11} | {'det. cpu':>9} {'ns/GPU-step':>11} {'speed-up':>8} {'differ':>8}")
     for r in rows:
         line = (f"{r['gpus']:>5} {r['nodes']:>5} {r['path']:>8} {r['iteration_time_s'] * 1e3:>8.3f} ms "
                 f"{r['wall_s']:>6.2f} s {r['cpu_s']:>6.2f} s {r['events']:>9,} {r['events_per_s']:>9,.0f} "
