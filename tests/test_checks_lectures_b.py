@@ -89,17 +89,25 @@ def test_lecture4_exercise1_matches_the_simulator():
     assert lecture4.exercise1(r.bytes_sent_per_gpu / 1e6)
 
 
+def test_lecture4_break_even_bandwidth_closed_form():
+    # The plain ring sends 2 (n-1)/n m = 1.618 MB per GPU, 1-bit 0.035 of it: 1.56 MB saved.
+    # 1-bit's fixed costs (39 layers x (11 kernel launches of 5 us + 2 staged messages of
+    # 25 us and their links' latencies)) exceed the plain ring's by about 3.5 ms:
+    # B* = 1.56 MB / 3.5 ms = 0.45 GB/s. With 5 us per message, 39 x 2 x 20 us = 1.56 ms less:
+    # B* = 1.56 MB / 1.94 ms = 0.80 GB/s.
+    assert lecture4.break_even_bandwidth({}) == pytest.approx(0.45, rel=0.1)
+    assert lecture4.break_even_bandwidth() == pytest.approx(0.80, rel=0.1)
+
+
 def test_lecture4_exercise2_break_even_bandwidth():
-    # Closed form from two facts of the scenario: the plain ring sends 2 (n-1)/n m = 1.618 MB
-    # per GPU, 1-bit 0.035 of it; 1-bit's fixed costs (39 layers x (11 kernel launches of
-    # 5 us + 2 staged messages of 25 us and their links' latencies)) exceed the plain ring's
-    # by about 3.5 ms. B* = 1.56 MB / 3.5 ms = 0.45 GB/s; the simulation crosses at 0.43.
-    assert lecture4.exercise2(0.45)
-    assert lecture4.exercise2(0.43)
-    assert not lecture4.exercise2(0.2)
+    assert lecture4.exercise2(0.8)
+    assert lecture4.exercise2(0.78)
+    assert not lecture4.exercise2(0.6)
     assert not lecture4.exercise2(1.0)
     assert not lecture4.exercise2(15.75)                 # PCIe 3: where 1-bit lost
-    bits = lecture4.exercise2(3.5)                       # 0.44 GB/s in Gbit/s
+    lecture = lecture4.exercise2(0.44)                   # the lecture's case, 25 us per message
+    assert not lecture and "25 us" in lecture.message
+    bits = lecture4.exercise2(6.4)                       # 0.8 GB/s in Gbit/s
     assert not bits and "factor of 8" in bits.message
 
 
