@@ -137,7 +137,7 @@ def test_whatif_static_fallback_without_ipywidgets(monkeypatch, capsys, no_figur
     assert all(ax.get_xlabel() == "GPUs" for ax in axes[3:])
 
 
-def test_whatif_sliders_draw_once_and_redraw(no_figures_left):
+def test_whatif_sliders_draw_once_and_redraw(monkeypatch, no_figures_left):
     pytest.importorskip("ipywidgets")
     drawn = []
     real_draw = whatif.draw
@@ -146,15 +146,12 @@ def test_whatif_sliders_draw_once_and_redraw(no_figures_left):
         drawn.append(knobs)
         return real_draw(**knobs)
 
-    orig, whatif.draw = whatif.draw, spy
-    try:
-        panel = whatif.explore()
-        assert drawn == [whatif.DEFAULTS]
-        strategy = panel.children[1].children[1]
-        strategy.value = "tree"
-        assert drawn[-1]["strategy"] == "tree" and len(drawn) == 2
-    finally:
-        whatif.draw = orig
+    monkeypatch.setattr(whatif, "draw", spy)
+    panel = whatif.explore()
+    assert drawn == [whatif.DEFAULTS]                    # drawn once when shown
+    strategy = panel.children[1].children[1]
+    strategy.value = "tree"                              # moving a knob re-simulates
+    assert len(drawn) == 2 and drawn[-1]["strategy"] == "tree"
 
 
 def test_whatif_draw_labels_and_numbers(no_figures_left):
