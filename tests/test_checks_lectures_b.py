@@ -5,6 +5,7 @@ lectures teach, with the figures the scenarios document), so a checker that drif
 own statement fails. Lecture 6 is checked against a made-up comparison: its checkers must
 judge the student's own measurement, whatever it is."""
 import json
+import math
 
 import pytest
 
@@ -136,25 +137,39 @@ def test_lecture4_quantiser_is_sign_times_chunk_mean():
 
 # ------------------------------------------------------------------ lecture 5
 
+def _synthetic_iteration_s(name, overrides):
+    import dpsim
+    return dpsim.simulate(name, {**overrides, "data.source": "synthetic"}).iteration_time_s
+
+
 def test_lecture5_exercise1_knee():
     # DataParallel: one process loads 4 x 32 = 128 samples x 5 ms = 0.64 s per batch per worker;
-    # the GPUs need about 0.19 s per iteration (synthetic data): 0.64 / 0.19 = 3.3 -> 4 workers.
-    assert lecture5.exercise1(4)
-    assert lecture5.exercise1(4.0)
-    assert not lecture5.exercise1(3)
-    too_many = lecture5.exercise1(6)
+    # the GPUs need t per iteration (synthetic data): W* = ceil(0.64 / t).
+    t = _synthetic_iteration_s("pytorch-dataparallel-4gpu", {"training.batch_per_gpu": 32})
+    ratio = 128 * 5e-3 / t
+    assert abs(ratio - round(ratio)) > 0.1, "too close to a whole number for the closed form to be exact"
+    knee = math.ceil(ratio)
+    assert lecture5.exercise1(knee)
+    assert lecture5.exercise1(float(knee))
+    assert not lecture5.exercise1(knee - 1)
+    too_many = lecture5.exercise1(knee + 2)
     assert not too_many and "fewer" in too_many.message
-    per_gpu = lecture5.exercise1(1)                      # 32 x 5 ms / 0.19 s: forgot DataParallel
-    assert not per_gpu and "one process" in per_gpu.message
+    per_gpu = math.ceil(32 * 5e-3 / t)                  # forgot that one process loads for 4 GPUs
+    if per_gpu != knee:
+        v = lecture5.exercise1(per_gpu)
+        assert not v and "one process" in v.message
 
 
 def test_lecture5_exercise2_cores():
-    # 4 cores, one for the training process: 3 decoding, 5 ms per sample: 600 samples/s,
-    # below the 736 the GPUs could take.
+    # 4 cores, one for the training process: 3 decoding at 5 ms per sample: 600 samples/s,
+    # below what the GPUs could take on synthetic data.
+    import dpsim
+    fed = dpsim.simulate("pytorch-dataparallel-4gpu", {"cluster.cpu_cores": 4, "data.source": "synthetic"})
+    assert fed.throughput_samples_per_s > 660
     assert lecture5.exercise2(600)
     assert lecture5.exercise2(611)                       # a finite run's boundary effect
-    fed = lecture5.exercise2(736)
-    assert not fed and "prefetched" in fed.message
+    looks_fed = lecture5.exercise2(fed.throughput_samples_per_s)
+    assert not looks_fed and "prefetched" in looks_fed.message
     all_cores = lecture5.exercise2(800)
     assert not all_cores and "training process" in all_cores.message
 
