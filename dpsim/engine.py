@@ -139,23 +139,35 @@ class Engine:
             phases["update"] += w.update_s
 
     # -- whole runs
+    def window(self) -> tuple[int, int]:
+        """(warm-up, measured) iteration counts. With loader workers, batches arrive in bursts:
+        W workers sharing cores finish their batches together, once per cycle of W iterations.
+        A window shorter than a cycle, or one that starts inside the first burst, would report
+        the burst's rate, not the steady state's; so with real data and W workers we warm up
+        for at least 2W iterations and measure a whole number of cycles."""
+        t, d = self.sc.training, self.sc.data
+        if d.source != "real" or d.workers <= 1:
+            return t.warmup_iterations, t.iterations
+        cycle = d.workers
+        return max(t.warmup_iterations, 2 * cycle), -(-t.iterations // cycle) * cycle
+
     def run(self) -> dict:
         """Warm up, then measure; per-iteration means."""
-        t = self.sc.training
+        warmup, measured = self.window()
         out = {}
 
         def main():
             scratch = dict.fromkeys(PHASES, 0.0)
-            for k in range(t.warmup_iterations):
+            for k in range(warmup):
                 yield from self.iteration(k, scratch)
             start, sent_before = self.env.now, dict(self.net.bytes_sent)
             phases = dict.fromkeys(PHASES, 0.0)
-            for k in range(t.warmup_iterations, t.warmup_iterations + t.iterations):
+            for k in range(warmup, warmup + measured):
                 yield from self.iteration(k, phases)
-            out["iteration_time_s"] = (self.env.now - start) / t.iterations
-            out["breakdown_s"] = {k: v / t.iterations for k, v in phases.items()}
+            out["iteration_time_s"] = (self.env.now - start) / measured
+            out["breakdown_s"] = {k: v / measured for k, v in phases.items()}
             sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
-            out["bytes_sent_per_gpu"] = sum(sent) / len(sent) / t.iterations
+            out["bytes_sent_per_gpu"] = sum(sent) / len(sent) / measured
 
         self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
         if self.net.disturbed:          # a replayed collective shared the network after all

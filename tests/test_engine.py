@@ -79,3 +79,15 @@ def test_sweep_fills_nodes_then_adds_them():
     assert runs[0].speedup == 1.0
     # crossing 10 GbE between two boxes costs more than PCIe inside one
     assert runs[3].sync_time_s > runs[2].sync_time_s
+
+
+def test_loader_bursts_are_measured_over_whole_cycles():
+    """12 workers on 3 spare cores finish their batches together: bursts of 12 batches.
+    The scenario's own 8 measured iterations fall inside one burst; the reported rate must still
+    be the cores' steady state, (cores - 1) / decode seconds per sample (DataParallel: one process)."""
+    import dpsim
+    res = dpsim.simulate("pytorch-dataparallel-4gpu", {"cluster.cpu_cores": 4})
+    sc = dpsim.load_scenario("pytorch-dataparallel-4gpu")
+    assert sc.training.iterations < sc.data.workers        # the case the window exists for
+    steady = (4 - 1) / (sc.data.decode_ms_per_sample / 1e3)
+    assert abs(res.throughput_samples_per_s / steady - 1) < 0.01
