@@ -30,6 +30,11 @@ def main(argv=None):
     cmp_.add_argument("--profile", help="from calibrate (default: calibrate now into a temporary file)")
     cmp_.add_argument("--samples", type=int, default=8192, help="training samples per epoch (all ranks)")
     cmp_.add_argument("--epochs", type=int, default=3, help="the first epoch is not measured")
+    cmp_.add_argument("--repeats", type=int, default=3,
+                      help="runs of each configuration, in rounds (default 3); a row shows the run "
+                           "with the median error")
+    cmp_.add_argument("--no-probe", dest="probe", action="store_false",
+                      help="predict from the profile alone, without probes right before and after each run")
     cmp_.add_argument("--json", help="write the rows as JSON")
     cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time")
     for sp in (cal, cmp_):
@@ -37,12 +42,23 @@ def main(argv=None):
         sp.add_argument("--width", type=int, default=1024)
         sp.add_argument("--depth", type=int, default=2)
         sp.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+        sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: CuPy arrays, ranks sharing the GPUs (mpi_impl.train --device gpu)")
     args = p.parse_args(argv)
+    if args.command == "compare" and args.repeats < 1:
+        p.error("--repeats must be at least 1")
+    if args.device == "gpu":
+        try:
+            import cupy  # noqa: F401
+        except ImportError:
+            print("error: --device gpu needs CuPy: pip install 'dpsim[gpu]' (or use --device cpu)", file=sys.stderr)
+            return 2
 
     from course import calibrate, compare
     net = dict(model=args.model, width=args.width, depth=args.depth, batch=args.batch)
+    device = dict(device=args.device)
     if args.command == "calibrate":
-        prof, m = calibrate.calibrate(args.output, max_ranks=4, **net)
+        prof, m = calibrate.calibrate(args.output, max_ranks=4, **net, **device)
         print(calibrate.summary(prof, m))
         print(f"wrote {args.output} (dpsim scenario fragment) and {calibrate.sidecar(args.output)}")
         return 0
@@ -51,14 +67,15 @@ def main(argv=None):
     else:
         print("no --profile: calibrating first", file=sys.stderr)
         prof, measured = calibrate.calibrate(str(Path(os.environ.get("TMPDIR", "/tmp")) / "course-profile.toml"),
-                                             max_ranks=max(args.ranks), **net)
+                                             max_ranks=max(args.ranks), **net, **device)
     want = {"name": args.model, "width": args.width, "depth": args.depth}
     if measured and {k: measured["model"].get(k) for k in want} != want:
         print(f"error: the profile was calibrated for {measured['model']}, not {want}; "
               f"run calibrate with the same --model/--width/--depth", file=sys.stderr)
         return 2
     result = compare.compare(prof, measured, args.ranks, args.sync, args.compress, samples=args.samples,
-                             epochs=args.epochs, progress=lambda s: print(s, file=sys.stderr), **net)
+                             epochs=args.epochs, repeats=args.repeats, probe=args.probe,
+                             progress=lambda s: print(s, file=sys.stderr), **net, **device)
     print(compare.table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

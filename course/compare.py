@@ -1,7 +1,15 @@
 """Predicted against measured: run mpi_impl.train under mpiexec and dpsim on the calibration.
 
     python -m course compare --ranks 1,2,4 --sync ring,ps --compress none,1bit \\
-        [--profile profile.toml] [--json F] [--plot F]
+        [--profile profile.toml] [--repeats 3] [--no-probe] [--json F] [--plot F]
+
+The machine is shared and its speed moves from second to second, so every configuration
+runs `repeats` times, round after round, and each run is predicted from two probes
+(course/probe.py) of its own rank count: one right before it and one right after it, each
+a separate mpiexec job that times the parts of a training step but never trains. dpsim
+gets the probes' figures (course/fit.py: apply_probe) and composes the iteration with its
+own model; the measured run is never used to predict itself. A row shows the run with the
+median error; `spread` how far apart the runs' measured times were.
 
 How the CPU machine maps onto dpsim (course/README.md says it in words):
   N ranks           N "GPUs" in one node, all under one PCIe switch; intra and host_link are
@@ -9,13 +17,15 @@ How the CPU machine maps onto dpsim (course/README.md says it in words):
   --sync            sync.strategy of the same name; `mpi` (MPI_Allreduce) is simulated as ring
   --compress        sync.compression none | 1bit
   no overlap        sync.bucket_mb = 0, sync.overlap = false: one sync after backward
-  1 rank            no sync at all in dpsim (strategy none); mpi_impl still copies the
-                    gradient once, a small cost that shows up as exposed_comm
-  N > cores         ranks share cores: every GPU runs at cores/N speed (cluster.gpu_speed),
-                    memory-bound kernels too (mem_bw_gbs x cores/N, kernel_launch_us x N/cores),
-                    and the link's latency is fitted so that dpsim's ring sync on N ranks takes
-                    what calibrate measured (waiting for a descheduled partner dominates);
-                    likewise kernel_launch_us for 1-bit, from the 1-bit sync measured on N ranks
+  1 rank            no sync at all in dpsim (strategy none)
+  probed parts      compute speed (gpu_speed), update (mem_bw_gbs), the division by N and
+                    batch taking (overhead_ms), the link: bandwidth from the ping-pong,
+                    latency fitted to the probed ring sync, kernel_launch_us fitted to the
+                    probed 1-bit sync. ps, sharded-ps, tree and mpi are never probed: dpsim
+                    predicts them from that link.
+  --no-probe        the same from calibrate's probe of N ranks (the profile's sidecar); for a
+                    rank count calibrate did not probe, N > devices runs each GPU at
+                    devices/N speed (and memory-bound kernels likewise)
 
 Measured phases are mapped onto dpsim's breakdown keys: compute, data_wait, update as they
 are; exposed_comm minus compression (mpi_impl's blocking sync span includes the codec);
@@ -23,23 +33,25 @@ compression; `other` is the loop's remaining time. dpsim's straggler_wait is add
 """
 import copy
 import json
-import os
 import statistics
-import subprocess
-import sys
+import time
 import tempfile
 import tomllib
 from pathlib import Path
 
+from course import fit, launch
+
 PHASES = ("compute", "data_wait", "exposed_comm", "compression", "update", "other")
 THRESHOLD = 0.15
-ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------ scenarios
 
-def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, batch=None):
-    """The dpsim scenario (dict) for one mpi_impl configuration on the calibrated machine."""
+def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, batch=None, probe=None):
+    """The dpsim scenario (dict) for one mpi_impl configuration on the calibrated machine.
+
+    probe: a probe summary for this rank count (fit.summarise); without one, calibrate's
+    probe of this rank count from `measured` (the sidecar JSON), if it made one."""
     d = copy.deepcopy(prof)
     c, comp, s = d.setdefault("cluster", {}), d.setdefault("compute", {}), d.setdefault("sync", {})
     c.update(nodes=1, gpus_per_node=ranks, gpus_per_pcie_switch=ranks)
@@ -52,68 +64,45 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
         t["batch_per_gpu"] = batch
     if launch_us is not None:
         comp["kernel_launch_us"] = launch_us
-    cores = c.get("cpu_cores", ranks)
-    share = ranks / cores
-    if share > 1:
+    probes = (measured or {}).get("probes", {})
+    if probe is None and str(ranks) in probes:
+        probe = fit.summarise([probes[str(ranks)]])
+    if probe is not None:
+        return fit.apply_probe(d, probe, s["compression"])
+    share = ranks / (measured or {}).get("devices", c.get("cpu_cores", ranks))
+    if share > 1:                                  # not probed: devices shared evenly, nothing else
         c["gpu_speed"] = [1 / share] * ranks
         c["gpu"] = dict(c["gpu"], mem_bw_gbs=c["gpu"]["mem_bw_gbs"] / share)
         comp["kernel_launch_us"] = comp.get("kernel_launch_us", 5.0) * share
-        ring_s = ((measured or {}).get("pingpong", {}).get(str(ranks)) or {}).get("ring_s")
-        if ring_s and ranks > 1:
-            lat = fit_latency(d, ranks, ring_s)
-            for key in ("intra", "host_link"):
-                c[key] = dict(c[key], latency_us=lat, source=f"fitted to a {ranks}-rank ring on {cores} cores")
-        onebit_s = ((measured or {}).get("pingpong", {}).get(str(ranks)) or {}).get("onebit_s")
-        if onebit_s and s["compression"] == "1bit":
-            comp["kernel_launch_us"] = fit_launch(d, onebit_s)
     return d
 
 
-def fit_launch(d, onebit_s):
-    """kernel_launch_us that makes dpsim's 1-bit sync of scenario d take onebit_s (linear in it)."""
-    import dpsim
-    probe = copy.deepcopy(d)
-    times = []
-    for x in (0.0, 1.0):
-        probe["compute"] = dict(probe["compute"], kernel_launch_us=x)
-        times.append(dpsim.simulate(probe).sync_time_s)
-    return round(max((onebit_s - times[0]) / (times[1] - times[0]), 0.0), 3)
-
-
-def fit_latency(d, ranks, ring_s):
-    """Link latency (us) that makes dpsim's ring sync of the model take ring_s (linear in it)."""
-    import dpsim
-    probe = copy.deepcopy(d)
-    probe["sync"] = dict(probe["sync"], strategy="ring", compression="none")
-    times = []
-    for lat in (0.0, 100.0):
-        for key in ("intra", "host_link"):
-            probe["cluster"][key] = dict(probe["cluster"][key], latency_us=lat)
-        times.append(dpsim.simulate(probe).sync_time_s)
-    return round(max(100.0 * (ring_s - times[0]) / (times[1] - times[0]), 0.0), 3)
+fit_launch = fit.fit_launch
 
 
 # ------------------------------------------------------------------ measuring
 
-def mpiexec():
-    beside = Path(sys.executable).with_name("mpiexec")
-    return str(beside) if beside.exists() else "mpiexec"
-
-
-def measure(ranks, sync, compress, model, width, depth, batch, samples, epochs, timeout=600):
+def measure(ranks, sync, compress, model, width, depth, batch, samples, epochs, device="cpu", timeout=600):
     """mpi_impl.train's JSON result for one configuration."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
-        cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi_impl.train",
-               "--model", model, "--width", str(width), "--depth", str(depth),
-               "--batch-per-rank", str(batch), "--samples", str(samples), "--epochs", str(epochs),
-               "--sync", sync, "--compress", compress, "--json", str(out)]
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        if done.returncode:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+        launch.run(ranks, "mpi_impl.train", [
+            "--model", model, "--width", width, "--depth", depth, "--batch-per-rank", batch,
+            "--samples", samples, "--epochs", epochs, "--sync", sync, "--compress", compress,
+            "--device", device, "--json", out], timeout)
         return json.loads(out.read_text())
+
+
+def pool_runs(runs):
+    """Several mpi_impl.train results of one configuration as one: the mean over all their
+    measured steps (each run's epochs after the first), phases likewise."""
+    steps = [sum(e["steps"] for e in r["epochs"][1:] or r["epochs"]) for r in runs]
+    total = sum(steps)
+    out = {"iteration_time_s": sum(r["iteration_time_s"] * n for r, n in zip(runs, steps)) / total,
+           "breakdown_s": {k: sum(r["breakdown_s"][k] * n for r, n in zip(runs, steps)) / total
+                           for k in runs[0]["breakdown_s"]}}
+    out["throughput_samples_per_s"] = runs[0]["global_batch"] / out["iteration_time_s"]
+    return out
 
 
 def measured_phases(result):
@@ -165,23 +154,96 @@ def configurations(ranks, syncs, compresses):
     return out
 
 
+def probe_syncs(ranks, onebit):
+    """What a probe times: the ring (for the link) and, where a run uses it, the 1-bit sync."""
+    if ranks == 1:
+        return []
+    return ["ring", "1bit"] if onebit else ["ring"]
+
+
+def name_of(ranks, sync, compress):
+    return "1 rank (no sync)" if ranks == 1 else f"{ranks} ranks {sync} {compress}"
+
+
+def schedule(configs, repeats, probe=True):
+    """The order of the work: round after round (a busy minute then hits different
+    configurations in different rounds); in a round, the configurations of one rank count
+    in a row with a probe before, between and after them, so that every run has a probe
+    of its rank count right before and right after it. Items: ("probe", ranks, syncs) or
+    ("run", (ranks, sync, compress))."""
+    items = []
+    for _ in range(repeats):
+        for n in dict.fromkeys(c[0] for c in configs):
+            group = [c for c in configs if c[0] == n]
+            syncs = probe_syncs(n, any(c[2] == "1bit" for c in group))
+            for c in group:
+                items += [("probe", n, syncs)] * probe + [("run", c)]
+            items += [("probe", n, syncs)] * probe
+    return items
+
+
+def median_run(runs):
+    """The run whose error is the median (the lower one of the middle two for an even count)."""
+    ordered = sorted(runs, key=lambda r: r["error"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def compare(prof, measured, ranks, syncs, compresses, model, width, depth, batch, samples, epochs,
-            progress=None):
+            repeats=3, probe=True, progress=None, keep_raw=False, device="cpu"):
+    """Run every configuration `repeats` times (see schedule), predict each run from the probes
+    right before and after it (probe=False: from the profile alone), and report per
+    configuration the run with the median error."""
     import dpsim
-    rows, base = [], {}
-    for n, sync, comp in configurations(ranks, syncs, compresses):
+    net = dict(model=model, width=width, depth=depth, batch=batch, device=device)
+    configs = configurations(ranks, syncs, compresses)
+    items = schedule(configs, repeats, probe)
+    done, started, total = [], time.perf_counter(), len(configs) * repeats
+    for k, item in enumerate(items):
+        if item[0] == "probe":
+            done.append(launch.probe(item[1], syncs=item[2], **net))
+            continue
+        cfg = item[1]
+        done.append(measure(*cfg, samples=samples, epochs=epochs, **net))
         if progress:
-            progress(f"running {n} rank(s), sync {sync}, compress {comp} ...")
-        meas = measure(n, sync, comp, model, width, depth, batch, samples, epochs)
-        pred = dpsim.simulate(scenario_for(prof, n, sync, comp, measured=measured, batch=batch))
+            spent, ran = time.perf_counter() - started, sum(it[0] == "run" for it in items[:k + 1])
+            progress(f"[{ran}/{total}] {name_of(*cfg)}: {done[-1]['iteration_time_s'] * 1e3:.2f} ms per "
+                     f"iteration; {spent:.0f} s so far, about {spent / (k + 1) * (len(items) - k - 1):.0f} s to go")
+    runs = {c: [] for c in configs}
+    for k, item in enumerate(items):
+        if item[0] != "run":
+            continue
+        n, sync, comp = cfg = item[1]
+        probes = [done[k - 1], done[k + 1]] if probe else []
+        summary = fit.summarise(probes) if probes else None
+        pred = dpsim.simulate(scenario_for(prof, n, sync, comp, measured=measured, batch=batch, probe=summary))
+        meas = done[k]
+        run = {"predicted": pred, "measured": meas, "probe": summary,
+               "error": pred.iteration_time_s / meas["iteration_time_s"] - 1}
+        if keep_raw:
+            run["raw_probes"] = probes
+        runs[cfg].append(run)
+    rows, base = [], {}
+    for cfg in configs:
+        n, sync, comp = cfg
+        mid = median_run(runs[cfg])
+        pred, meas = mid["predicted"], mid["measured"]
+        per_run = [r["measured"]["iteration_time_s"] for r in runs[cfg]]
         row = {"ranks": n, "sync": sync, "compress": comp,
                "predicted_iteration_s": pred.iteration_time_s,
                "measured_iteration_s": meas["iteration_time_s"],
                "predicted_samples_per_s": pred.throughput_samples_per_s,
                "measured_samples_per_s": meas["throughput_samples_per_s"],
+               "error": mid["error"],
+               "runs": [{"predicted_iteration_s": r["predicted"].iteration_time_s,
+                         "measured_iteration_s": r["measured"]["iteration_time_s"], "error": r["error"]}
+                        for r in runs[cfg]],
+               "spread": (max(per_run) - min(per_run)) / statistics.median(per_run),
+               "predicted_from": "probes right before and after the run" if probe else "the profile",
+               "probe": mid["probe"],
                "predicted_phases_s": predicted_phases(pred.breakdown_s),
                "measured_phases_s": measured_phases(meas)}
-        row["error"] = row["predicted_iteration_s"] / row["measured_iteration_s"] - 1
+        if keep_raw:
+            row["raw"] = [{"probes": r.get("raw_probes"), "run": r["measured"]} for r in runs[cfg]]
         row["diagnosis"] = diagnose(row["predicted_iteration_s"], row["measured_iteration_s"],
                                     row["predicted_phases_s"], row["measured_phases_s"],
                                     onebit=comp == "1bit" and n > 1)
@@ -192,27 +254,32 @@ def compare(prof, measured, ranks, syncs, compresses, model, width, depth, batch
         for side in ("predicted", "measured"):
             row[f"{side}_speedup"] = row[f"{side}_samples_per_s"] / base[side] if base else None
     errors = [abs(r["error"]) for r in rows]
-    return {"rows": rows, "median_abs_error": statistics.median(errors) if errors else None}
+    return {"rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
+            "repeats": repeats, "probed": probe, "seconds": time.perf_counter() - started}
 
 
 def table(result):
     head = (f"{'configuration':<22} {'predicted':>10} {'measured':>10}  {'speed-up':>8} {'speed-up':>8}"
-            f"  {'iteration ms':>13} {'error':>7}\n{'':<22} {'samples/s':>10} {'samples/s':>10}  "
-            f"{'pred.':>8} {'meas.':>8}  {'pred./meas.':>13}")
+            f"  {'iteration ms':>15} {'error':>7} {'spread':>7}\n{'':<22} {'samples/s':>10} {'samples/s':>10}  "
+            f"{'pred.':>8} {'meas.':>8}  {'pred./meas.':>15} {'':>7} {'of runs':>7}")
     lines = [head]
     for r in result["rows"]:
-        name = "1 rank (no sync)" if r["ranks"] == 1 else f"{r['ranks']} ranks {r['sync']} {r['compress']}"
         sp = lambda v: f"{v:8.2f}" if v is not None else f"{'-':>8}"
-        lines.append(f"{name:<22} {r['predicted_samples_per_s']:10,.0f} {r['measured_samples_per_s']:10,.0f}  "
-                     f"{sp(r['predicted_speedup'])} {sp(r['measured_speedup'])}  "
-                     f"{r['predicted_iteration_s'] * 1e3:6.2f}/{r['measured_iteration_s'] * 1e3:<6.2f} "
-                     f"{100 * r['error']:+6.1f}%")
+        ms = f"{r['predicted_iteration_s'] * 1e3:.2f}/{r['measured_iteration_s'] * 1e3:.2f}"
+        lines.append(f"{name_of(r['ranks'], r['sync'], r['compress']):<22} {r['predicted_samples_per_s']:10,.0f} "
+                     f"{r['measured_samples_per_s']:10,.0f}  {sp(r['predicted_speedup'])} {sp(r['measured_speedup'])}  "
+                     f"{ms:>15} {100 * r['error']:+6.1f}% {100 * r.get('spread', 0):6.0f}%")
+    runs = result.get("repeats", 1)
     lines.append(f"median absolute error of the iteration time: {100 * result['median_abs_error']:.1f}% "
-                 f"over {len(result['rows'])} configurations")
+                 f"over {len(result['rows'])} configurations"
+                 f" ({runs} run{'s' if runs > 1 else ''} each, predicted from "
+                 f"{'probes right before and after each run' if result.get('probed') else 'the profile'}; "
+                 f"each row shows the run with the median error; spread: slowest minus fastest run, "
+                 f"of the median)")
     for r in result["rows"]:
         d = r["diagnosis"]
         if d:
-            lines.append(f"  {r['ranks']} ranks {r['sync']} {r['compress']}: off by {100 * r['error']:+.0f}%; "
+            lines.append(f"  {name_of(r['ranks'], r['sync'], r['compress'])}: off by {100 * r['error']:+.0f}%; "
                          f"phase that differs most: {d['phase']} (predicted {d['predicted_s'] * 1e3:.2f} ms, "
                          f"measured {d['measured_s'] * 1e3:.2f} ms per iteration)")
     return "\n".join(lines)

@@ -11,7 +11,7 @@ import pytest
 
 import dpsim
 from dpsim import compute
-from course import calibrate, compare
+from course import calibrate, compare, fit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,9 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     res = dpsim.simulate(data)
     assert res.iteration_time_s > 0 and res.gpus == 4
     side = json.loads(calibrate.sidecar(profile).read_text())
-    assert side["pingpong"]["2"]["ring_s"] > 0
+    probe = fit.summarise([side["probes"]["2"]])
+    assert probe["sync_s"]["ring"] > 0 and probe["sync_s"]["1bit"] > 0 and len(probe["compute_s"]) == 2
+    assert set(side["probes"]) == {"1", "2", "4"}
 
 
 def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
@@ -76,10 +78,14 @@ def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
     head = done.stdout.splitlines()[0]
     assert "predicted" in head and "measured" in head
     assert "2 ranks ring 1bit" in done.stdout and "median absolute error" in done.stdout
+    assert "[9/9] 2 ranks ring 1bit" in done.stderr            # progress: 3 runs of each
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert [(r["ranks"], r["compress"]) for r in rows] == [(1, "none"), (2, "none"), (2, "1bit")]
     for r in rows:
         assert r["predicted_iteration_s"] > 0 and r["measured_iteration_s"] > 0
+        assert len(r["runs"]) == 3 and r["probe"]["probes"] == 2
+        shown = sorted(x["error"] for x in r["runs"])[1]        # the run with the median error
+        assert r["error"] == shown == r["predicted_iteration_s"] / r["measured_iteration_s"] - 1
     png = (tmp_path / "c.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
@@ -127,3 +133,78 @@ def test_oversubscribed_ranks_run_slower_in_the_scenario():
     assert four["sync"]["strategy"] == "ring" and four["sync"]["compression"] == "1bit"
     assert four["compute"]["kernel_launch_us"] == 20.0
     assert dpsim.simulate(four).breakdown_s["compute"] > dpsim.simulate(two).breakdown_s["compute"]
+
+
+# ------------------------------------------------------------------ probes onto dpsim
+
+PROF = {"cluster": {"gpu": {"fp32_tflops": 0.3, "mem_bw_gbs": 20.0},
+                    "intra": {"bandwidth_gbs": 5.0, "latency_us": 1.0, "kind": "pcie"},
+                    "host_link": {"bandwidth_gbs": 5.0, "latency_us": 1.0}, "cpu_cores": 2},
+        "model": {"params": 1_000_000, "flops_per_sample": 6e6, "layers": 2},
+        "compute": {"efficiency": 0.5, "half_batch": 20.0, "kernel_launch_us": 10.0},
+        "sync": {"message_overhead_us": 2.0}, "training": {"batch_per_gpu": 64}}
+
+
+def fake_probe(ranks, compute_s, syncs=None, steps=4, update_s=1.5e-3):
+    """course.probe's JSON with constant step times."""
+    const = lambda v: [[v] * steps for _ in range(ranks)]
+    return {"ranks": ranks, "steps_s": {"compute": const(compute_s), "update": const(update_s),
+                                        "load": const(1e-4), "scale": const(2e-4)},
+            "sync_steps_s": {k: [v] * steps for k, v in (syncs or {}).items()},
+            "codec_steps_s": [5e-3] * steps if "1bit" in (syncs or {}) else [],
+            "sizes_bytes": [8, 1024, 65536, 1 << 20, 4 << 20],
+            "one_way_s": [2e-6 + s / 10e9 for s in [8, 1024, 65536, 1 << 20, 4 << 20]] if ranks > 1 else []}
+
+
+def test_summarise_pools_the_steps_of_several_probes():
+    a, b = fake_probe(2, 4e-3, {"ring": 1e-3}), fake_probe(2, 10e-3, {"ring": 4e-3}, steps=2)
+    b["one_way_s"] = [2 * t for t in b["one_way_s"]]
+    s = fit.summarise([a, b])
+    # means over all 6 steps (what a training run's iteration time is), not medians (4 ms, 1 ms)
+    assert s["compute_s"] == pytest.approx([6e-3, 6e-3]) and s["sync_s"]["ring"] == pytest.approx(2e-3)
+    assert s["steps"] == 6 and s["one_way_s"] == a["one_way_s"]          # the best ping-pong
+
+
+@pytest.mark.parametrize("ranks, compress, syncs", [
+    (1, "none", {}), (2, "none", {"ring": 3e-3}), (4, "1bit", {"ring": 9e-3, "1bit": 30e-3})])
+def test_the_scenario_from_a_probe_reproduces_the_probed_parts(ranks, compress, syncs):
+    """dpsim, given a probe's figures, takes as long as the parts the probe timed: compute
+    (with scale and load), the sync (ring, or 1-bit where compressed) and the update."""
+    s = fit.summarise([fake_probe(ranks, 7e-3, syncs)])
+    d = compare.scenario_for(PROF, ranks, "ring", compress, probe=s)
+    res = dpsim.simulate(d)
+    sync = syncs.get(compress if compress == "1bit" else "ring", 0.0)
+    assert res.sync_time_s == pytest.approx(sync, rel=0.01, abs=1e-9)
+    assert res.iteration_time_s == pytest.approx(7e-3 + 1e-4 + 2e-4 + sync + 1.5e-3, rel=0.01)
+    assert len(set(d["cluster"]["gpu_speed"])) == 1
+
+
+def test_ps_is_predicted_from_the_link_fitted_to_the_ring():
+    """ps is never probed: dpsim predicts it from the link that reproduces the ring; on
+    2 ranks both send the gradient once each way, so they cost about the same."""
+    s = fit.summarise([fake_probe(2, 7e-3, {"ring": 3e-3})])
+    ps = dpsim.simulate(compare.scenario_for(PROF, 2, "ps", "none", probe=s)).sync_time_s
+    four = fit.summarise([fake_probe(4, 7e-3, {"ring": 3e-3})])
+    ps4 = dpsim.simulate(compare.scenario_for(PROF, 4, "ps", "none", probe=four)).sync_time_s
+    assert 2e-3 < ps < 6e-3
+    assert ps4 > 1.3 * ps and ps4 > 1.3 * 3e-3                      # ps grows with ranks, the ring less
+
+
+def test_schedule_puts_a_probe_of_the_same_rank_count_around_every_run():
+    configs = compare.configurations([1, 2, 4], ["ring", "ps"], ["none", "1bit"])
+    items = compare.schedule(configs, repeats=2)
+    runs = [k for k, it in enumerate(items) if it[0] == "run"]
+    assert [items[k][1] for k in runs] == configs * 2                  # round after round
+    for k in runs:
+        n = items[k][1][0]
+        for side in (items[k - 1], items[k + 1]):
+            assert side[0] == "probe" and side[1] == n
+            assert ("1bit" in side[2]) == (n > 1)                      # 1bit runs at 2 and 4 ranks
+    assert len(items) == 2 * (9 + 9 + 3)                # a probe before every run, and after each rank count
+    assert compare.schedule(configs, 1, probe=False) == [("run", c) for c in configs]
+
+
+def test_median_run_is_the_middle_error():
+    runs = [{"error": e} for e in (0.3, -0.2, 0.05)]
+    assert compare.median_run(runs)["error"] == 0.05
+    assert compare.median_run(runs[:2])["error"] == -0.2

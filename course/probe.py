@@ -1,0 +1,176 @@
+"""Time the parts of a training step on N ranks at once, as the machine is right now.
+
+    mpiexec -n N python -m course.probe [--model mlp --width 1024 --depth 2 --batch 64]
+                                        [--syncs ring,1bit] [--steps 16] [--device cpu|gpu]
+
+`calibrate` runs it on 2 ranks (and on more ranks than cores); `compare` runs it right
+before every measured training run, with that run's rank count, so that both see the
+same machine: the same cores, the same other programs competing for them.
+
+Every rank repeats the parts of mpi_impl.train's step, each timed on its own:
+
+  load       take a batch of the synthetic data (mpi_impl's Loader, no decode work)
+  compute    forward + loss + backward of the mpi_impl model on that batch
+  sync       the all-reduce (sum) of the gradient, with the algorithms of --syncs taking
+             turns step by step (ring, ps, ..., 1bit)
+  scale      the division of the sum by N
+  update     the momentum SGD step
+
+The steps keep the rhythm of training (every rank computes, then waits in a sync whose MPI
+calls spin while they wait, which takes cores away from ranks that share them), so the
+compute time of a rank says how fast it computes when N ranks share the machine: how many
+ranks really run in parallel. A sync's time is what a rank spends in it, as mpi_impl.train
+counts exposed communication: the wait for the slowest rank included, a mean over ranks.
+The time inside the 1-bit codec (encode/decode, mpi_impl.sgd's clock) is kept as well.
+
+Ranks then pair up (0-1, 2-3, ...) and all pairs ping-pong at once; per message size the
+one-way time is half the best round trip of a few.
+
+Rank 0 prints one JSON object with every step's seconds (course/fit.py sums them up):
+{"ranks", "steps_s": {part: [[per step] per rank]} for load, compute, scale, update,
+"sync_steps_s": {algorithm: [per step]}, "codec_steps_s": [per 1-bit step, mean of ranks],
+"sizes_bytes", "one_way_s": [per size, the slowest pair's]}.
+"""
+import argparse
+import json
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl import data, nets, sgd
+from mpi_impl import train as train_main
+from mpi_impl.loader import Loader
+from mpi_impl.sgd import MomentumSGD
+
+SIZES = (8, 1024, 65536, 1 << 20, 4 << 20)
+PARTS = ("load", "compute", "scale", "update")
+
+
+def ping_pong(comm, nbytes, reps):
+    """Best one-way time of `reps` round trips of nbytes between this rank and its partner."""
+    rank = comm.Get_rank()
+    partner = rank ^ 1
+    buf = np.zeros(max(nbytes, 1), np.uint8)
+    best = float("inf")
+    if partner >= comm.Get_size():                 # odd rank count: the last rank sits out
+        for _ in range(reps):
+            comm.Barrier()
+        return best
+    for _ in range(reps):
+        comm.Barrier()
+        start = time.perf_counter()
+        if rank % 2 == 0:
+            comm.Send([buf, nbytes, MPI.BYTE], partner)
+            comm.Recv([buf, nbytes, MPI.BYTE], partner)
+        else:
+            comm.Recv([buf, nbytes, MPI.BYTE], partner)
+            comm.Send([buf, nbytes, MPI.BYTE], partner)
+        best = min(best, (time.perf_counter() - start) / 2)
+    return best
+
+
+def one_way_times(comm, reps):
+    """Slowest pair's one-way time per size in SIZES."""
+    out = []
+    for nbytes in SIZES:
+        t = ping_pong(comm, nbytes, reps)
+        out.append(comm.allreduce(t if np.isfinite(t) else 0.0, op=MPI.MAX))
+    return out
+
+
+def pick_device(comm, device):
+    """(array module, clock): NumPy on the CPU; CuPy on a GPU (local rank mod GPUs, as
+    mpi_impl.train picks), with a clock that first waits for the GPU's queued work."""
+    xp, wait = train_main.pick_device(argparse.Namespace(device=device), comm)
+    if wait is None:
+        return xp, time.perf_counter
+
+    def clock():
+        wait()
+        return time.perf_counter()
+    return xp, clock
+
+
+def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
+    """Run `count` steps per algorithm in syncs (taking turns), plus one warm-up step each.
+    Returns this rank's per-step seconds {part: [...]} and the codec seconds per 1-bit sync.
+    The same code runs on NumPy and on CuPy arrays (--device)."""
+    n = comm.Get_size()
+    xp, clock = pick_device(comm, device)
+    train, _ = data.load("synthetic", samples=max(1024, batch))
+    net = nets.build(model, train.shape, train.classes, width, depth, xp=xp)
+    loader = Loader(train, batch)
+    indices = np.arange(batch)
+    opt = MomentumSGD(net.params, net.grads, 0.01, 0.9)
+    g = net.grads
+    sgd.clock_the_codec()
+    onebit = mpi_impl.OneBitAllreduce(comm=comm)
+    order = list(syncs) if n > 1 and syncs else [None]
+    times = {part: [] for part in PARTS}
+    times.update({f"sync {s}": [] for s in order if s})
+    codec = []
+    for i in range(len(order) * (count + 1)):
+        algo = order[i % len(order)]
+        warm = i < len(order)
+        t0 = clock()
+        x, y = loader.make_batch(indices)
+        x, y = xp.asarray(x), xp.asarray(y)
+        t1 = clock()
+        _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
+        net.backward(dlogits)
+        t2 = clock()
+        before = sgd.codec_seconds()
+        if algo == "1bit":
+            g[...] = onebit(g)
+        elif algo:
+            mpi_impl.allreduce(g, algo=algo, comm=comm, out=g)
+        t3 = clock()
+        xp.multiply(g, 1.0 / n, out=g)
+        t4 = clock()
+        opt.step()
+        t5 = clock()
+        if warm:
+            continue
+        for part, dt in (("load", t1 - t0), ("compute", t2 - t1), ("scale", t4 - t3), ("update", t5 - t4)):
+            times[part].append(dt)
+        if algo:
+            times[f"sync {algo}"].append(t3 - t2)
+        if algo == "1bit":
+            codec.append(sgd.codec_seconds() - before)
+    return times, codec
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="course.probe")
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--syncs", default="ring", help="comma-separated: ring, ps, sharded-ps, tree, mpi, 1bit")
+    p.add_argument("--steps", type=int, default=16, help="timed steps per algorithm")
+    p.add_argument("--reps", type=int, default=10, help="ping-pong round trips per size")
+    args = p.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    n = comm.Get_size()
+    syncs = [s for s in args.syncs.split(",") if s]
+    with mpi_impl.abort_on_error():
+        mine, codec = steps(comm, args.model, args.width, args.depth, args.batch, syncs, args.steps, args.device)
+        every = comm.gather(mine)
+        codecs = comm.gather(codec)
+        one_way = one_way_times(comm, args.reps) if n > 1 else []
+    if comm.Get_rank() != 0:
+        return
+    out = {"ranks": n, "steps_s": {part: [r[part] for r in every] for part in PARTS},
+           "sync_steps_s": {}, "codec_steps_s": np.mean(codecs, axis=0).tolist() if codecs[0] else [],
+           "sizes_bytes": list(SIZES), "one_way_s": one_way}
+    for key in (k for k in every[0] if k.startswith("sync ")):
+        # what a rank waits in the sync, the wait for the slowest rank included: mean of ranks
+        out["sync_steps_s"][key[5:]] = np.mean([r[key] for r in every], axis=0).tolist()
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
