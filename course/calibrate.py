@@ -142,7 +142,7 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=15
 def profile_dict(m):
     """The dpsim scenario fragment (a dict with the TOML's keys) from measurements."""
     e_max, b_half = fit_compute(m["compute_s"], m["model"]["flops_per_sample"], m["peak_flops"])
-    pp = summarise([m["probes"]["2"]])
+    pp = summarise([m["probes"]["2"]], "ring")
     bw, lat = fit_link(pp["sizes_bytes"], pp["one_way_s"])
     link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat / 2, 3), "kind": "pcie",
             "name": "shared-memory", "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
@@ -224,7 +224,7 @@ def summary(prof, m):
              f"  link            {link['bandwidth_gbs']:8.3f} GB/s, {2 * link['latency_us']:.2f} us one-way"]
     one = summarise([m["probes"]["1"]])["compute_s"][0]
     for n, raw in m["probes"].items():
-        p = summarise([raw])
+        p = summarise([raw], "ring")
         if p["ranks"] > 1:
             mean = sum(p["compute_s"]) / p["ranks"]
             parallel = p["ranks"] * one / mean

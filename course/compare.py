@@ -66,7 +66,7 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
         comp["kernel_launch_us"] = launch_us
     probes = (measured or {}).get("probes", {})
     if probe is None and str(ranks) in probes:
-        probe = fit.summarise([probes[str(ranks)]])
+        probe = fit.summarise([probes[str(ranks)]], fit.block_for(ranks, s["compression"]))
     if probe is not None:
         return fit.apply_probe(d, probe, s["compression"])
     share = ranks / (measured or {}).get("devices", c.get("cpu_cores", ranks))
@@ -214,7 +214,7 @@ def compare(prof, measured, ranks, syncs, compresses, model, width, depth, batch
             continue
         n, sync, comp = cfg = item[1]
         probes = [done[k - 1], done[k + 1]] if probe else []
-        summary = fit.summarise(probes) if probes else None
+        summary = fit.summarise(probes, fit.block_for(n, comp)) if probes else None
         pred = dpsim.simulate(scenario_for(prof, n, sync, comp, measured=measured, batch=batch, probe=summary))
         meas = done[k]
         run = {"predicted": pred, "measured": meas, "probe": summary,
@@ -291,20 +291,25 @@ def plot(result, path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 5))
     rows = result["rows"]
-    top = 1.1 * max(max(r["predicted_iteration_s"], r["measured_iteration_s"]) for r in rows) * 1e3
+    top = 1.1 * max(max(x["predicted_iteration_s"], x["measured_iteration_s"])
+                    for r in rows for x in r.get("runs", [r])) * 1e3
     ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
     ax.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="0.9", label="within 15%")
     markers = {"none": "o", "1bit": "^"}
     colours = {1: "C0", 2: "C1", 4: "C2", 8: "C3"}
     for r in rows:
         label = "1 rank" if r["ranks"] == 1 else f"{r['ranks']} ranks, {r['sync']}, {r['compress']}"
-        ax.scatter(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3,
-                   marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C4"),
+        style = dict(marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C4"))
+        ax.scatter(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3, **style,
                    edgecolor="k" if r["sync"] == "ps" else "none", s=50, label=label, zorder=3)
+        others = r.get("runs", [])                     # every run, faint: the spread
+        ax.scatter([x["measured_iteration_s"] * 1e3 for x in others],
+                   [x["predicted_iteration_s"] * 1e3 for x in others], **style, s=12, alpha=0.35, zorder=2)
     ax.set_xlim(0, top), ax.set_ylim(0, top)
     ax.set_xlabel("measured iteration time (ms)")
     ax.set_ylabel("predicted iteration time (ms)")
-    ax.set_title(f"dpsim vs mpi_impl: median error {100 * result['median_abs_error']:.1f}%")
+    ax.set_title(f"dpsim vs mpi_impl: median error {100 * result['median_abs_error']:.1f}%\n"
+                 f"(large: each configuration's median run; small: every run)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

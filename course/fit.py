@@ -75,20 +75,32 @@ def fit_launch(d, onebit_s):
 
 # ------------------------------------------------------------------ probes
 
-def summarise(probes):
-    """Pool probes of one rank count (course/probe.py's JSON) into mean seconds per part:
-    per rank for compute, one figure for the rest, the best ping-pong of all."""
+def block_for(ranks, compress):
+    """The probe block whose rhythm a run has: its own 1-bit sync, else the ring's (ps and
+    the other full-precision syncs are not probed; the ring stands in for their rhythm)."""
+    return "none" if ranks == 1 else ("1bit" if compress == "1bit" else "ring")
+
+
+def summarise(probes, block=None):
+    """Pool probes of one rank count (course/probe.py's JSON) into mean seconds per part,
+    taken from the steps of `block` (default: the first): compute per rank, one figure for
+    the rest; every block's sync; the best ping-pong of all. Means, not medians: a run's
+    iteration time is a mean over its steps, rare slow steps included."""
+    block = block if block in probes[0]["blocks"] else next(iter(probes[0]["blocks"]))
+    ours = [p["blocks"][block] for p in probes]
+
     def steps(part):                                   # [rank][step], all probes' steps in a row
-        return [sum((p["steps_s"][part][r] for p in probes), []) for r in range(probes[0]["ranks"])]
+        return [sum((b["steps_s"][part][r] for b in ours), []) for r in range(probes[0]["ranks"])]
     compute = np.array(steps("compute"), float)
-    out = {"ranks": probes[0]["ranks"], "probes": len(probes), "steps": compute.shape[1],
+    out = {"ranks": probes[0]["ranks"], "block": block, "probes": len(probes), "steps": compute.shape[1],
            "compute_s": compute.mean(axis=1).tolist(),
-           "slowest_compute_s": float(compute.max(axis=0).mean()),
            **{f"{part}_s": float(np.mean(steps(part))) for part in ("update", "load", "scale")},
            "sync_s": {}, "codec_s": None, "sizes_bytes": probes[0]["sizes_bytes"], "one_way_s": []}
-    for algo in probes[0]["sync_steps_s"]:
-        out["sync_s"][algo] = float(np.mean(sum((p["sync_steps_s"][algo] for p in probes), [])))
-    codec = sum((p.get("codec_steps_s", []) for p in probes), [])
+    for algo in probes[0]["blocks"]:
+        sync = sum((p["blocks"][algo]["sync_steps_s"] for p in probes), [])
+        if sync:
+            out["sync_s"][algo] = float(np.mean(sync))
+    codec = sum((p["blocks"].get("1bit", {}).get("codec_steps_s", []) for p in probes), [])
     if codec:
         out["codec_s"] = float(np.mean(codec))
     if probes[0]["one_way_s"]:
@@ -97,7 +109,8 @@ def summarise(probes):
 
 
 def apply_probe(d, s, compress="none"):
-    """Put a probe summary `s` (summarise) for d's rank count onto scenario dict d, in place."""
+    """Put a probe summary `s` (summarise, of the block the run's sync sets the rhythm of:
+    block_for) for d's rank count onto scenario dict d, in place."""
     c, comp, m = d["cluster"], d["compute"], d["model"]
     ranks, batch = s["ranks"], d["training"]["batch_per_gpu"]
     extra = s["scale_s"] + s["load_s"]

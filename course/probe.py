@@ -11,8 +11,8 @@ Every rank repeats the parts of mpi_impl.train's step, each timed on its own:
 
   load       take a batch of the synthetic data (mpi_impl's Loader, no decode work)
   compute    forward + loss + backward of the mpi_impl model on that batch
-  sync       the all-reduce (sum) of the gradient, with the algorithms of --syncs taking
-             turns step by step (ring, ps, ..., 1bit)
+  sync       the all-reduce (sum) of the gradient, one block of steps per algorithm of
+             --syncs (ring, ps, ..., 1bit), one block after the other
   scale      the division of the sum by N
   update     the momentum SGD step
 
@@ -27,9 +27,10 @@ Ranks then pair up (0-1, 2-3, ...) and all pairs ping-pong at once; per message 
 one-way time is half the best round trip of a few.
 
 Rank 0 prints one JSON object with every step's seconds (course/fit.py sums them up):
-{"ranks", "steps_s": {part: [[per step] per rank]} for load, compute, scale, update,
-"sync_steps_s": {algorithm: [per step]}, "codec_steps_s": [per 1-bit step, mean of ranks],
-"sizes_bytes", "one_way_s": [per size, the slowest pair's]}.
+{"ranks", "blocks": {algorithm (or "none" on one rank): {"steps_s": {part: [[per step] per
+rank]} for load, compute, scale, update, "sync_steps_s": [per step, mean of ranks],
+"codec_steps_s": [per step, mean of ranks; 1bit only]}}, "sizes_bytes", "one_way_s": [per
+size, the slowest pair's]}.
 """
 import argparse
 import json
@@ -94,8 +95,11 @@ def pick_device(comm, device):
 
 
 def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
-    """Run `count` steps per algorithm in syncs (taking turns), plus one warm-up step each.
-    Returns this rank's per-step seconds {part: [...]} and the codec seconds per 1-bit sync.
+    """A block of `count` steps (after one warm-up step) for each algorithm in syncs, one
+    block after the other: a sync sets the rhythm of the steps around it (how staggered the
+    ranks leave it and arrive at the next one), so each is timed in its own rhythm.
+    Returns this rank's {block: {part: [seconds per step]}}, parts as in PARTS plus "sync"
+    and "codec" (time inside the 1-bit codec). One rank: one block "none", without a sync.
     The same code runs on NumPy and on CuPy arrays (--device)."""
     n = comm.Get_size()
     xp, clock = pick_device(comm, device)
@@ -107,39 +111,34 @@ def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
     g = net.grads
     sgd.clock_the_codec()
     onebit = mpi_impl.OneBitAllreduce(comm=comm)
-    order = list(syncs) if n > 1 and syncs else [None]
-    times = {part: [] for part in PARTS}
-    times.update({f"sync {s}": [] for s in order if s})
-    codec = []
-    for i in range(len(order) * (count + 1)):
-        algo = order[i % len(order)]
-        warm = i < len(order)
-        t0 = clock()
-        x, y = loader.make_batch(indices)
-        x, y = xp.asarray(x), xp.asarray(y)
-        t1 = clock()
-        _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
-        net.backward(dlogits)
-        t2 = clock()
-        before = sgd.codec_seconds()
-        if algo == "1bit":
-            g[...] = onebit(g)
-        elif algo:
-            mpi_impl.allreduce(g, algo=algo, comm=comm, out=g)
-        t3 = clock()
-        xp.multiply(g, 1.0 / n, out=g)
-        t4 = clock()
-        opt.step()
-        t5 = clock()
-        if warm:
-            continue
-        for part, dt in (("load", t1 - t0), ("compute", t2 - t1), ("scale", t4 - t3), ("update", t5 - t4)):
-            times[part].append(dt)
-        if algo:
-            times[f"sync {algo}"].append(t3 - t2)
-        if algo == "1bit":
-            codec.append(sgd.codec_seconds() - before)
-    return times, codec
+    blocks = {}
+    for algo in (list(syncs) if n > 1 and syncs else ["none"]):
+        times = blocks[algo] = {part: [] for part in (*PARTS, "sync", "codec")}
+        for i in range(count + 1):
+            t0 = clock()
+            x, y = loader.make_batch(indices)
+            x, y = xp.asarray(x), xp.asarray(y)
+            t1 = clock()
+            _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
+            net.backward(dlogits)
+            t2 = clock()
+            before = sgd.codec_seconds()
+            if algo == "1bit":
+                g[...] = onebit(g)
+            elif algo != "none":
+                mpi_impl.allreduce(g, algo=algo, comm=comm, out=g)
+            t3 = clock()
+            xp.multiply(g, 1.0 / n, out=g)
+            t4 = clock()
+            opt.step()
+            t5 = clock()
+            if i == 0:                                  # warm-up: buffers, plans, the rhythm
+                continue
+            for part, dt in (("load", t1 - t0), ("compute", t2 - t1), ("sync", t3 - t2),
+                             ("scale", t4 - t3), ("update", t5 - t4),
+                             ("codec", sgd.codec_seconds() - before)):
+                times[part].append(dt)
+    return blocks
 
 
 def main(argv=None):
@@ -157,19 +156,20 @@ def main(argv=None):
     n = comm.Get_size()
     syncs = [s for s in args.syncs.split(",") if s]
     with mpi_impl.abort_on_error():
-        mine, codec = steps(comm, args.model, args.width, args.depth, args.batch, syncs, args.steps, args.device)
-        every = comm.gather(mine)
-        codecs = comm.gather(codec)
+        every = comm.gather(steps(comm, args.model, args.width, args.depth, args.batch, syncs, args.steps,
+                                  args.device))
         one_way = one_way_times(comm, args.reps) if n > 1 else []
     if comm.Get_rank() != 0:
         return
-    out = {"ranks": n, "steps_s": {part: [r[part] for r in every] for part in PARTS},
-           "sync_steps_s": {}, "codec_steps_s": np.mean(codecs, axis=0).tolist() if codecs[0] else [],
-           "sizes_bytes": list(SIZES), "one_way_s": one_way}
-    for key in (k for k in every[0] if k.startswith("sync ")):
-        # what a rank waits in the sync, the wait for the slowest rank included: mean of ranks
-        out["sync_steps_s"][key[5:]] = np.mean([r[key] for r in every], axis=0).tolist()
-    print(json.dumps(out), flush=True)
+    blocks = {}
+    for algo in every[0]:
+        mean_of_ranks = lambda part: np.mean([r[algo][part] for r in every], axis=0).tolist()
+        blocks[algo] = {"steps_s": {part: [r[algo][part] for r in every] for part in PARTS},
+                        # what a rank waits in the sync, the wait for the slowest rank included
+                        "sync_steps_s": mean_of_ranks("sync") if algo != "none" else [],
+                        "codec_steps_s": mean_of_ranks("codec") if algo == "1bit" else []}
+    print(json.dumps({"ranks": n, "blocks": blocks, "sizes_bytes": list(SIZES), "one_way_s": one_way}),
+          flush=True)
 
 
 if __name__ == "__main__":

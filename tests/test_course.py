@@ -64,8 +64,9 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     res = dpsim.simulate(data)
     assert res.iteration_time_s > 0 and res.gpus == 4
     side = json.loads(calibrate.sidecar(profile).read_text())
-    probe = fit.summarise([side["probes"]["2"]])
+    probe = fit.summarise([side["probes"]["2"]], "1bit")
     assert probe["sync_s"]["ring"] > 0 and probe["sync_s"]["1bit"] > 0 and len(probe["compute_s"]) == 2
+    assert probe["block"] == "1bit" and probe["codec_s"] > 0 and probe["steps"] == 16
     assert set(side["probes"]) == {"1", "2", "4"}
 
 
@@ -146,13 +147,16 @@ PROF = {"cluster": {"gpu": {"fp32_tflops": 0.3, "mem_bw_gbs": 20.0},
 
 
 def fake_probe(ranks, compute_s, syncs=None, steps=4, update_s=1.5e-3):
-    """course.probe's JSON with constant step times."""
+    """course.probe's JSON with constant step times; a 1bit block computes 1 ms slower."""
     const = lambda v: [[v] * steps for _ in range(ranks)]
-    return {"ranks": ranks, "steps_s": {"compute": const(compute_s), "update": const(update_s),
-                                        "load": const(1e-4), "scale": const(2e-4)},
-            "sync_steps_s": {k: [v] * steps for k, v in (syncs or {}).items()},
-            "codec_steps_s": [5e-3] * steps if "1bit" in (syncs or {}) else [],
-            "sizes_bytes": [8, 1024, 65536, 1 << 20, 4 << 20],
+    blocks = {}
+    for algo, sync in (syncs or {"none": None}).items():
+        slower = 1e-3 if algo == "1bit" else 0.0
+        blocks[algo] = {"steps_s": {"compute": const(compute_s + slower), "update": const(update_s),
+                                    "load": const(1e-4), "scale": const(2e-4)},
+                        "sync_steps_s": [sync] * steps if sync else [],
+                        "codec_steps_s": [5e-3] * steps if algo == "1bit" else []}
+    return {"ranks": ranks, "blocks": blocks, "sizes_bytes": [8, 1024, 65536, 1 << 20, 4 << 20],
             "one_way_s": [2e-6 + s / 10e9 for s in [8, 1024, 65536, 1 << 20, 4 << 20]] if ranks > 1 else []}
 
 
@@ -170,12 +174,13 @@ def test_summarise_pools_the_steps_of_several_probes():
 def test_the_scenario_from_a_probe_reproduces_the_probed_parts(ranks, compress, syncs):
     """dpsim, given a probe's figures, takes as long as the parts the probe timed: compute
     (with scale and load), the sync (ring, or 1-bit where compressed) and the update."""
-    s = fit.summarise([fake_probe(ranks, 7e-3, syncs)])
+    s = fit.summarise([fake_probe(ranks, 7e-3, syncs)], fit.block_for(ranks, compress))
     d = compare.scenario_for(PROF, ranks, "ring", compress, probe=s)
     res = dpsim.simulate(d)
     sync = syncs.get(compress if compress == "1bit" else "ring", 0.0)
+    compute = 7e-3 + (1e-3 if compress == "1bit" else 0.0)           # the 1bit block's own rhythm
     assert res.sync_time_s == pytest.approx(sync, rel=0.01, abs=1e-9)
-    assert res.iteration_time_s == pytest.approx(7e-3 + 1e-4 + 2e-4 + sync + 1.5e-3, rel=0.01)
+    assert res.iteration_time_s == pytest.approx(compute + 1e-4 + 2e-4 + sync + 1.5e-3, rel=0.01)
     assert len(set(d["cluster"]["gpu_speed"])) == 1
 
 
