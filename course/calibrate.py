@@ -227,9 +227,8 @@ def summary(prof, m):
         p = summarise([raw], "ring")
         if p["ranks"] > 1:
             mean = sum(p["compute_s"]) / p["ranks"]
-            parallel = p["ranks"] * one / mean
-            lines.append(f"  {n} ranks         compute {mean * 1e3:.2f} ms a step: "
-                         f"{parallel:.2f} ranks' worth in parallel; sync ring {p['sync_s']['ring'] * 1e3:.3f} ms, "
-                         f"1-bit {p['sync_s']['1bit'] * 1e3:.3f} ms")
+            lines.append(f"  {n} ranks         compute {mean * 1e3:.2f} ms a step, {mean / one:.2f} x one rank's "
+                         f"(ranks sharing {m['devices']} {'cores' if m.get('device', 'cpu') == 'cpu' else 'GPUs'}); "
+                         f"sync ring {p['sync_s']['ring'] * 1e3:.3f} ms, 1-bit {p['sync_s']['1bit'] * 1e3:.3f} ms")
     lines.append(f"  1-bit kernels   kernel_launch_us {c['kernel_launch_us']:.1f} (fitted to the 2-rank 1-bit sync)")
     return "\n".join(lines)
