@@ -75,7 +75,7 @@ def diagnose(sc, res) -> Diagnosis:
     eff = res.scaling_efficiency
     if cause == "compute" and (eff >= SCALES_WELL or shares[worst] == 0):
         knob, detail, advice = compute_advice(sc)
-        where = f"more GPUs scale well (efficiency {eff:.0%})" if sc.gpus > 1 else "one GPU"
+        where = f"more GPUs scale well (efficiency {eff:.0%})" if sc.gpus > 1 else "on one GPU nothing is synchronised"
         head = f"compute-bound: compute is {shares['compute']:.0%} of the iteration; {where}"
     elif cause == "compute":
         knob, detail, advice = ADVICE[worst](sc, res)

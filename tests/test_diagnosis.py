@@ -82,6 +82,22 @@ def test_flat_ring_over_1gbe_asks_for_1bit_then_a_bigger_batch():
     assert "--set training.batch_per_gpu=32" in d.text
 
 
+def test_flat_ring_over_25gbe_asks_for_hierarchical_then_a_bigger_batch():
+    over = {**GBE, "cluster.inter": "25gbe"}
+    _, _, d = run("d2l-ps-vs-ring", over)
+    assert (d.cause, d.knob) == ("communication", "hierarchical")
+    assert faster("d2l-ps-vs-ring", over, {"sync.strategy": "hierarchical"}) > 1.05
+    _, _, d = run("d2l-ps-vs-ring", {**over, "sync.strategy": "hierarchical"})
+    assert (d.cause, d.knob) == ("communication", "bigger-batch")
+
+
+def test_jitter_is_a_straggler_too():
+    _, _, d = run("d2l-ps-vs-ring", {"sync.strategy": "ring", "compute.jitter": 0.3, "cluster.gpus_per_node": 8,
+                                     "cluster.gpus_per_pcie_switch": 8})
+    assert (d.cause, d.knob) == ("straggler", "jitter")
+    assert "--set compute.jitter=0" in d.text
+
+
 def test_half_speed_gpu_is_a_straggler():
     _, res, d = run("d2l-ps-vs-ring", {"sync.strategy": "ring", "cluster.gpu_speed": [1, 1, 1, 0.5]})
     assert (d.cause, d.knob) == ("straggler", "fix-straggler")
