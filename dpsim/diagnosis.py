@@ -103,7 +103,8 @@ def data_advice(sc, res):
     one_process = sc.sync.strategy == "dataparallel" and sc.gpus > 1     # as dpsim.pipeline counts
     procs = 1 if one_process else c.gpus_per_node
     samples = sc.training.batch_per_gpu * (sc.gpus if one_process else 1)
-    free = max(c.cpu_cores - procs, 1) // procs          # loader cores per training process
+    cores = max(c.cpu_cores - procs, 1)                   # one core per training process, the rest load
+    free = max(cores // procs, 1)                         # loader cores per training process
     decode = samples * d.decode_ms_per_sample / 1e3
     busy = res.iteration_time_s - res.breakdown_s["data_wait"]
     detail = (f"decoding one batch ({samples} x {d.decode_ms_per_sample:g} ms) takes {ms(decode)} on one core; "
@@ -112,7 +113,7 @@ def data_advice(sc, res):
     if d.workers < free:
         want = min(free, max(d.workers + 1, math.ceil(decode / busy)))
         return "loader-workers", detail, f"more loader workers: try --set data.workers={want} ({free} cores free per process); {ceiling}"
-    return ("cheaper-decode", detail + f", already using the {free * procs} free cores",
+    return ("cheaper-decode", detail + f", already sharing the {cores} free cores",
             f"decode less or cheaper (--set data.decode_ms_per_sample={d.decode_ms_per_sample / 2:g}) "
             f"or add cores (--set cluster.cpu_cores={2 * c.cpu_cores}); {ceiling}")
 
