@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from . import config, grid, hardware, models
+from . import config, diagnosis, grid, hardware, models
 from .errors import ScenarioError
 from .simulate import simulate
 
@@ -111,12 +111,28 @@ def cmd_show(args):
 
 def cmd_run(args):
     sc = config.load_scenario(args.scenario, parse_sets(args.set))
-    res = simulate(sc)
+    res = simulate(sc, trace=bool(args.trace))
+    verdict = diagnosis.diagnose(sc, res)
+    if args.trace:
+        res.trace.write_chrome(args.trace)
+    if args.plot:
+        from . import plot          # matplotlib only when a figure is asked for
+        runs, labels = [res], [f"{res.gpus} GPUs, {sc.sync.strategy}"]
+        if res.uncompressed:
+            runs, labels = [res.uncompressed, res], [labels[0] + ", no compression", labels[0] + ", " + sc.sync.compression]
+        plot.breakdown(runs, args.plot, labels, title=f"{sc.name}: where an iteration's time goes")
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, indent=2)
+        json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2)
         print()
     else:
         print_result(sc, res)
+        print("  diagnosis:")
+        for line in verdict.text.splitlines():
+            print(f"    {line}")
+        if args.trace:
+            print(f"  timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
+        if args.plot:
+            print(f"  breakdown plotted in {args.plot}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_command("show", "print a scenario with every default filled in")
     run = scenario_command("run", "simulate a scenario")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--trace", metavar="FILE", help="write the timeline as Chrome trace JSON (ui.perfetto.dev)")
+    run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG)")
     grid.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
     return p
 

@@ -21,7 +21,7 @@ import simpy
 
 class InputPipeline:
     def __init__(self, env, sc, comm, work, ranks):
-        self.env, self.comm = env, comm
+        self.env, self.comm, self.ranks = env, comm, ranks
         data, c = sc.data, sc.cluster
         self.real = data.source == "real"
         if not self.real:
@@ -52,12 +52,17 @@ class InputPipeline:
             yield queue.put(batch_s)
 
     def next_batch(self):
-        """Wait until every training process has its next batch on its GPU."""
+        """Wait until every training process has its next batch on its GPU (a "load" span on
+        every GPU's timeline: they all wait for it)."""
         if not self.real:
             return
+        start = self.env.now
         if self.inline:
             yield self.env.timeout(max(s for _, s in self.consumers) * self.decode_s * self.slowdown)
         else:
             yield self.env.all_of([q.get() for q in self.queues])
         host = lambda gpu: f"host{self.comm.cluster.node_of(gpu)}"
         yield self.comm.copy([(host(g), g, s * self.input_bytes) for g, s in self.consumers], "host-to-device")
+        if self.comm.trace is not None:
+            for gpu in self.ranks:
+                self.comm.trace.span(gpu, "load", start, self.env.now)

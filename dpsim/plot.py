@@ -1,0 +1,114 @@
+"""Figures: speed-up against GPUs, where an iteration's time goes, and the timeline.
+
+    scaling(series)     speed-up against GPU count, one line per label, and the ideal y = x
+    breakdown(results)  stacked bars: compute, data wait, exposed comm, ... in ms per iteration
+    gantt(trace)        the simulated timeline: one row per GPU, host and busy link channel
+
+Each returns the matplotlib Figure and saves it to `path` when one is given (the format
+follows the file's extension: .png, .pdf, .svg). Without a display, matplotlib draws
+off-screen (the Agg backend), so these work on a server and in tests.
+"""
+import os
+
+import matplotlib
+
+if not os.environ.get("DISPLAY") and not os.environ.get("MPLBACKEND"):
+    matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from .errors import ScenarioError  # noqa: E402
+
+# Breakdown parts in the order they stack, bottom up, with one colour each.
+PARTS = ["compute", "data_wait", "exposed_comm", "compression", "straggler_wait", "update"]
+PART_COLOURS = {"compute": "#4c72b0", "data_wait": "#dd8452", "exposed_comm": "#c44e52",
+                "compression": "#8172b3", "straggler_wait": "#937860", "update": "#55a868"}
+
+
+def _save(fig, path):
+    if path is not None:
+        try:
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+        except (OSError, ValueError) as e:
+            raise ScenarioError("--plot", f"cannot write {path}: {e}")
+    return fig
+
+
+def _powers_of_two(counts) -> bool:
+    return all(c >= 1 and c & (c - 1) == 0 for c in counts)
+
+
+def scaling(series, path=None, title=""):
+    """Speed-up against GPU count: one line per label in `series` (label -> list of Result),
+    and the ideal line y = x. The x axis is log2 when every count is a power of two."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    counts = sorted({r.gpus for results in series.values() for r in results})
+    if not counts:
+        counts = [1]
+    ax.plot(counts, counts, linestyle="--", color="grey", label="ideal (speed-up = GPUs)")
+    for label, results in series.items():
+        results = sorted(results, key=lambda r: r.gpus)
+        ax.plot([r.gpus for r in results], [r.speedup for r in results], marker="o", label=label)
+    if len(counts) > 1 and _powers_of_two(counts):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(counts, [str(c) for c in counts])
+        ax.set_yticks(counts, [str(c) for c in counts])
+        ax.minorticks_off()
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("speed-up over one GPU (x)")
+    ax.set_title(title or "Speed-up against GPU count")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return _save(fig, path)
+
+
+def breakdown(results, path=None, labels=None, title=""):
+    """Stacked bars of where an iteration's time goes (ms), one bar per result. `results` are
+    Results or dicts with a `breakdown_s` (e.g. `Result.uncompressed`)."""
+    bds = [r["breakdown_s"] if isinstance(r, dict) else r.breakdown_s for r in results]
+    labels = labels or [f"run {i + 1}" for i in range(len(bds))]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(bds) + 2.5), 4.8))
+    bottom = [0.0] * len(bds)
+    for part in PARTS:
+        heights = [bd.get(part, 0.0) * 1e3 for bd in bds]
+        if any(heights):
+            ax.bar(labels, heights, bottom=bottom, color=PART_COLOURS[part], label=part.replace("_", " "), width=0.6)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    for x, total in enumerate(bottom):
+        ax.annotate(f"{total:.1f} ms", (x, total), ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
+    ax.set_ylabel("time per iteration (ms)")
+    ax.set_ylim(0, max(bottom + [1e-9]) * 1.15)
+    ax.set_title(title or "Where an iteration's time goes")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _save(fig, path)
+
+
+def gantt(trace, path=None, title="", max_lanes=24):
+    """The trace as a Gantt chart: one row per lane (GPUs first, then hosts, then the busiest
+    link channels, at most `max_lanes` rows), one colour per span name, time in ms."""
+    chrome = trace.to_chrome()
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in chrome["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    busy = {}
+    for s in trace.spans:
+        busy[s.lane] = busy.get(s.lane, 0.0) + s.end - s.start
+    order = [names[k] for k in sorted(names, key=lambda k: (k[0], k[1]))]
+    devices = [lane for lane in order if "." not in lane and ">" not in lane]
+    links = sorted((lane for lane in order if lane not in devices), key=lambda lane: -busy[lane])
+    lanes = (devices + links)[:max_lanes]
+    row = {lane: i for i, lane in enumerate(lanes)}
+    kinds = sorted({s.name for s in trace.spans if s.lane in row})
+    colour = {k: plt.get_cmap("tab20")(i % 20) for i, k in enumerate(kinds)}
+    fig, ax = plt.subplots(figsize=(11, 0.35 * len(lanes) + 1.8))
+    for s in trace.spans:
+        if s.lane in row:
+            ax.broken_barh([(s.start * 1e3, (s.end - s.start) * 1e3)], (row[s.lane] - 0.4, 0.8), color=colour[s.name])
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.set_xlabel("simulated time (ms)")
+    ax.set_title(title or "Simulated timeline")
+    ax.legend(handles=[Patch(color=colour[k], label=k) for k in kinds], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+    return _save(fig, path)

@@ -1,0 +1,119 @@
+"""`dpsim run --trace`: valid Chrome trace JSON, checked event by event, and what it shows."""
+import json
+import numbers
+
+import pytest
+
+from dpsim import cli, load_scenario
+
+RING4 = ["d2l-ps-vs-ring", "--set", "sync.strategy=ring", "--set", "training.iterations=2",
+         "--set", "training.warmup_iterations=1"]
+
+
+@pytest.fixture(scope="module")
+def ring_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "trace.json"
+    assert cli.main(["run", *RING4, "--trace", str(path)]) == 0
+    return json.loads(path.read_text())
+
+
+def check_event(e):
+    """The trace event format's rules for the two kinds of event we write."""
+    assert isinstance(e, dict)
+    assert e["ph"] in ("X", "M")
+    assert isinstance(e["name"], str) and e["name"]
+    assert isinstance(e["pid"], int) and not isinstance(e["pid"], bool)
+    assert isinstance(e["tid"], int) and not isinstance(e["tid"], bool)
+    if e["ph"] == "M":
+        assert e["name"] in ("process_name", "thread_name")
+        assert set(e) <= {"name", "ph", "pid", "tid", "args"}
+        assert isinstance(e["args"]["name"], str) and e["args"]["name"]
+    else:
+        assert set(e) <= {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"}
+        for key in ("ts", "dur"):
+            assert isinstance(e[key], numbers.Real) and e[key] >= 0
+        if "args" in e:
+            assert isinstance(e["args"], dict)
+            assert isinstance(e["args"]["bytes"], numbers.Real) and e["args"]["bytes"] > 0
+
+
+def test_every_event_is_valid_chrome_trace(ring_trace):
+    assert set(ring_trace) <= {"traceEvents", "displayTimeUnit"}
+    assert ring_trace["displayTimeUnit"] in ("ms", "ns")
+    events = ring_trace["traceEvents"]
+    assert len(events) > 50
+    for e in events:
+        check_event(e)
+    threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    processes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    for e in events:
+        if e["ph"] == "X":
+            assert (e["pid"], e["tid"]) in threads, e
+            assert e["pid"] in processes
+    # one name per thread, no two threads with the same name
+    names = [e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(names) == len(set(names))
+
+
+def spans_by_track(trace):
+    name = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+    out = {}
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            out.setdefault(name[e["pid"], e["tid"]], []).append(e)
+    return out
+
+
+def test_each_gpu_has_its_forward_and_backward_every_iteration(ring_trace):
+    tracks = spans_by_track(ring_trace)
+    for g in range(4):
+        kinds = [e["name"] for e in tracks[f"gpu{g}"]]
+        assert kinds.count("forward") == 3 and kinds.count("backward") == 3     # 1 warm-up + 2
+        assert "reduce" in kinds and "update" in kinds
+        forward = [e for e in tracks[f"gpu{g}"] if e["name"] == "forward"]
+        assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(forward, forward[1:]))
+
+
+def test_bytes_on_each_gpus_outgoing_link_are_the_ring_closed_form(ring_trace):
+    """Ring all-reduce: every GPU sends 2 (n - 1) / n m bytes per iteration (m = 4 bytes x params)."""
+    sc = load_scenario("d2l-ps-vs-ring")
+    m, n, iterations = 4 * sc.model.params, 4, 3
+    tracks = spans_by_track(ring_trace)
+    for g in range(n):
+        out = [t for t in tracks if t.startswith(f"gpu{g}>")]
+        assert len(out) == 1
+        sent = sum(e["args"]["bytes"] for e in tracks[out[0]])
+        assert sent == pytest.approx(2 * (n - 1) / n * m * iterations, rel=1e-9)
+
+
+def test_processes_are_nodes_and_links(tmp_path):
+    path = tmp_path / "t.json"
+    assert cli.main(["run", "d2l-ps-vs-ring", "--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=2",
+                     "--set", "cluster.inter=10gbe", "--set", "sync.strategy=ring",
+                     "--set", "training.iterations=1", "--set", "training.warmup_iterations=0",
+                     "--trace", str(path)]) == 0
+    events = json.loads(path.read_text())["traceEvents"]
+    pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(pname.values()) == ["network links", "node 0", "node 1"]
+    thread_pid = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "thread_name"}
+    assert pname[thread_pid["gpu1"]] == "node 0" and pname[thread_pid["gpu2"]] == "node 1"
+    assert any(pname[pid] == "network links" and "net" in name for name, pid in thread_pid.items())
+
+
+def test_load_spans_show_data_waits(tmp_path):
+    path = tmp_path / "t.json"
+    assert cli.main(["run", "pytorch-dataparallel-4gpu", "--set", "data.workers=0", "--set", "training.iterations=1",
+                     "--set", "training.warmup_iterations=0", "--trace", str(path)]) == 0
+    tracks = spans_by_track(json.loads(path.read_text()))
+    sc = load_scenario("pytorch-dataparallel-4gpu")
+    decode_us = 4 * sc.training.batch_per_gpu * sc.data.decode_ms_per_sample * 1e3    # one process decodes all
+    for g in range(4):
+        load = [e for e in tracks[f"gpu{g}"] if e["name"] == "load"]
+        assert len(load) == 1 and load[0]["dur"] >= decode_us
+
+
+def test_unwritable_trace_path_is_one_line_error(tmp_path, capsys):
+    assert cli.main(["run", *RING4, "--trace", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpsim: error:") and err.count("\n") == 1 and "Traceback" not in err
