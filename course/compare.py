@@ -93,18 +93,6 @@ def measure(ranks, sync, compress, model, width, depth, batch, samples, epochs, 
         return json.loads(out.read_text())
 
 
-def pool_runs(runs):
-    """Several mpi_impl.train results of one configuration as one: the mean over all their
-    measured steps (each run's epochs after the first), phases likewise."""
-    steps = [sum(e["steps"] for e in r["epochs"][1:] or r["epochs"]) for r in runs]
-    total = sum(steps)
-    out = {"iteration_time_s": sum(r["iteration_time_s"] * n for r, n in zip(runs, steps)) / total,
-           "breakdown_s": {k: sum(r["breakdown_s"][k] * n for r, n in zip(runs, steps)) / total
-                           for k in runs[0]["breakdown_s"]}}
-    out["throughput_samples_per_s"] = runs[0]["global_batch"] / out["iteration_time_s"]
-    return out
-
-
 def measured_phases(result):
     """mpi_impl's per-iteration breakdown under dpsim's keys."""
     b = result["breakdown_s"]
