@@ -65,7 +65,7 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
     if launch_us is not None:
         comp["kernel_launch_us"] = launch_us
     probes = (measured or {}).get("probes", {})
-    if probe is None and str(ranks) in probes:
+    if probe is None and "blocks" in probes.get(str(ranks), {}):     # (older sidecars: no probes)
         probe = fit.summarise([probes[str(ranks)]], fit.block_for(ranks, s["compression"]))
     if probe is not None:
         return fit.apply_probe(d, probe, s["compression"])

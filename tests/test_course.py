@@ -91,6 +91,17 @@ def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def test_compare_without_probes_predicts_from_the_profile(profile, tmp_path):
+    done = run_course("compare", "--profile", str(profile), "--ranks", "2", "--sync", "ps",
+                      "--compress", "none", "--width", "64", "--depth", "1", "--batch", "16",
+                      "--samples", "640", "--epochs", "2", "--repeats", "1", "--no-probe", "--json", "c.json",
+                      cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "predicted from the profile" in done.stdout
+    row = json.loads((tmp_path / "c.json").read_text())["rows"][0]
+    assert row["predicted_from"] == "the profile" and row["probe"] is None and len(row["runs"]) == 1
+
+
 def test_compare_refuses_a_profile_of_another_model(profile, tmp_path):
     done = run_course("compare", "--profile", str(profile), "--ranks", "1", "--width", "128",
                       cwd=tmp_path)
