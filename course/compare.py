@@ -131,14 +131,19 @@ def diagnose(predicted_s, measured_s, pred_phases, meas_phases, threshold=THRESH
 
 # ------------------------------------------------------------------ the comparison
 
+ONEBIT_NOTE = ("1bit: mpi_impl's 1-bit SGD has its own exchange (all-to-all, then all-gather) "
+               "whatever --sync says, and so does dpsim's: one run per rank count, not one per sync")
+
+
 def configurations(ranks, syncs, compresses):
-    """(ranks, sync, compress); one rank has nothing to sync, so it appears once."""
+    """(ranks, sync, compress); one rank has nothing to sync, so it appears once; 1-bit
+    ignores the sync (ONEBIT_NOTE), so it appears once per rank count, under the first."""
     out = []
     for n in ranks:
         if n == 1:
             out.append((1, "ring", "none"))
             continue
-        out += [(n, s, c) for s in syncs for c in compresses]
+        out += [(n, s, c) for s in syncs for c in compresses if c != "1bit" or s == syncs[0]]
     return out
 
 
@@ -150,7 +155,9 @@ def probe_syncs(ranks, onebit):
 
 
 def name_of(ranks, sync, compress):
-    return "1 rank (no sync)" if ranks == 1 else f"{ranks} ranks {sync} {compress}"
+    if ranks == 1:
+        return "1 rank (no sync)"
+    return f"{ranks} ranks 1bit" if compress == "1bit" else f"{ranks} ranks {sync} {compress}"
 
 
 def schedule(configs, repeats, probe=True):
@@ -242,8 +249,9 @@ def compare(prof, measured, ranks, syncs, compresses, model, width, depth, batch
         for side in ("predicted", "measured"):
             row[f"{side}_speedup"] = row[f"{side}_samples_per_s"] / base[side] if base else None
     errors = [abs(r["error"]) for r in rows]
+    notes = [ONEBIT_NOTE] if len(syncs) > 1 and "1bit" in compresses else []
     return {"rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
-            "repeats": repeats, "probed": probe, "seconds": time.perf_counter() - started}
+            "repeats": repeats, "probed": probe, "seconds": time.perf_counter() - started, "notes": notes}
 
 
 def table(result):
@@ -264,6 +272,7 @@ def table(result):
                  f"{'probes right before and after each run' if result.get('probed') else 'the profile'}; "
                  f"each row shows the run with the median error; spread: slowest minus fastest run, "
                  f"of the median)")
+    lines += [f"  {note}" for note in result.get("notes", [])]
     for r in result["rows"]:
         d = r["diagnosis"]
         if d:

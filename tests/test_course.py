@@ -78,10 +78,11 @@ def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
     assert done.returncode == 0, done.stderr
     head = done.stdout.splitlines()[0]
     assert "predicted" in head and "measured" in head
-    assert "2 ranks ring 1bit" in done.stdout and "median absolute error" in done.stdout
-    assert "[9/9] 2 ranks ring 1bit" in done.stderr            # progress: 3 runs of each
+    assert "2 ranks 1bit" in done.stdout and "median absolute error" in done.stdout
+    assert "[9/9] 2 ranks 1bit" in done.stderr                 # progress: 3 runs of each
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
-    assert [(r["ranks"], r["compress"]) for r in rows] == [(1, "none"), (2, "none"), (2, "1bit")]
+    assert [(r["ranks"], r["sync"], r["compress"]) for r in rows] == [
+        (1, "ring", "none"), (2, "ring", "none"), (2, "ring", "1bit")]
     for r in rows:
         assert r["predicted_iteration_s"] > 0 and r["measured_iteration_s"] > 0
         assert len(r["runs"]) == 3 and r["probe"]["probes"] == 2
@@ -206,6 +207,12 @@ def test_ps_is_predicted_from_the_link_fitted_to_the_ring():
     assert ps4 > 1.3 * ps and ps4 > 1.3 * 3e-3                      # ps grows with ranks, the ring less
 
 
+def test_configurations_run_1bit_once_per_rank_count():
+    configs = compare.configurations([1, 2, 4], ["ring", "ps"], ["none", "1bit"])
+    assert configs == [(1, "ring", "none"), (2, "ring", "none"), (2, "ring", "1bit"), (2, "ps", "none"),
+                       (4, "ring", "none"), (4, "ring", "1bit"), (4, "ps", "none")]
+
+
 def test_schedule_puts_a_probe_of_the_same_rank_count_around_every_run():
     configs = compare.configurations([1, 2, 4], ["ring", "ps"], ["none", "1bit"])
     items = compare.schedule(configs, repeats=2)
@@ -216,7 +223,7 @@ def test_schedule_puts_a_probe_of_the_same_rank_count_around_every_run():
         for side in (items[k - 1], items[k + 1]):
             assert side[0] == "probe" and side[1] == n
             assert ("1bit" in side[2]) == (n > 1)                      # 1bit runs at 2 and 4 ranks
-    assert len(items) == 2 * (9 + 9 + 3)                # a probe before every run, and after each rank count
+    assert len(items) == 2 * (7 + 7 + 3)                # a probe before every run, and after each rank count
     assert compare.schedule(configs, 1, probe=False) == [("run", c) for c in configs]
 
 
