@@ -293,9 +293,9 @@ def plot(result, path):
     ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
     ax.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="0.9", label="within 15%")
     markers = {"none": "o", "1bit": "^"}
-    colours = {1: "C0", 2: "C1", 4: "C2", 8: "C3"}
+    colours = {1: "C0", 2: "C1", 3: "C4", 4: "C2", 8: "C3"}
     for r in rows:
-        label = "1 rank" if r["ranks"] == 1 else f"{r['ranks']} ranks, {r['sync']}, {r['compress']}"
+        label = name_of(r["ranks"], r["sync"], r["compress"])
         style = dict(marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C4"))
         ax.scatter(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3, **style,
                    edgecolor="k" if r["sync"] == "ps" else "none", s=50, label=label, zorder=3)
