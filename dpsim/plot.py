@@ -8,6 +8,7 @@ Each returns the matplotlib Figure and saves it to `path` when one is given (the
 follows the file's extension: .png, .pdf, .svg). Without a display, matplotlib draws
 off-screen (the Agg backend), so these work on a server and in tests.
 """
+import math
 import os
 
 import matplotlib
@@ -53,7 +54,9 @@ def scaling(series, path=None, title=""):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xticks(counts, [str(c) for c in counts])
-        ax.set_yticks(counts, [str(c) for c in counts])
+        low = min([1.0] + [r.speedup for rs in series.values() for r in rs if r.speedup > 0])
+        ticks = [2.0 ** k for k in range(math.floor(math.log2(low)), int(math.log2(counts[-1])) + 1)]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
     ax.set_xlabel("GPUs")
     ax.set_ylabel("speed-up over one GPU (x)")
