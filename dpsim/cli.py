@@ -3,14 +3,17 @@
     dpsim list
     dpsim show cntk-1bit-k80
     dpsim run cntk-1bit-k80 --set sync.strategy=ps --json
+    dpsim run cntk-1bit-k80 --trace trace.json --plot breakdown.png
     dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8
 A mistake in the input ends in one line naming the key and what is allowed, and exit code 2.
 """
 import argparse
 import json
+import pathlib
 import sys
 
 from . import config, diagnosis, grid, hardware, models
+from .engine import Engine
 from .errors import ScenarioError
 from .simulate import simulate
 
@@ -109,18 +112,34 @@ def cmd_show(args):
             print(f"{key} = {json.dumps(value)}")
 
 
+def timeline_path(plot_path: str) -> str:
+    """Where `--plot` puts the Gantt chart when `--trace` is given too: beside the breakdown."""
+    path = pathlib.Path(plot_path)
+    return str(path.with_name(f"{path.stem}-timeline{path.suffix}"))
+
+
 def cmd_run(args):
     sc = config.load_scenario(args.scenario, parse_sets(args.set))
     res = simulate(sc, trace=bool(args.trace))
     verdict = diagnosis.diagnose(sc, res)
+    written = []
     if args.trace:
+        warmup, _ = Engine(sc).window()
+        res.trace.warmup_iterations = warmup
         res.trace.write_chrome(args.trace)
+        written.append(f"timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
     if args.plot:
         from . import plot          # matplotlib only when a figure is asked for
         runs, labels = [res], [f"{res.gpus} GPUs, {sc.sync.strategy}"]
         if res.uncompressed:
             runs, labels = [res.uncompressed, res], [labels[0] + ", no compression", labels[0] + ", " + sc.sync.compression]
         plot.breakdown(runs, args.plot, labels, title=f"{sc.name}: where an iteration's time goes")
+        written.append(f"breakdown plotted in {args.plot}")
+        if args.trace:
+            path = timeline_path(args.plot)
+            plot.gantt(res.trace, path, title=f"{sc.name}: the first two measured iterations",
+                       iterations=(warmup, warmup + 2))
+            written.append(f"timeline of two iterations plotted in {path}")
     if args.json:
         json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2)
         print()
@@ -129,10 +148,8 @@ def cmd_run(args):
         print("  diagnosis:")
         for line in verdict.text.splitlines():
             print(f"    {line}")
-        if args.trace:
-            print(f"  timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
-        if args.plot:
-            print(f"  breakdown plotted in {args.plot}")
+        for line in written:
+            print(f"  {line}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = scenario_command("run", "simulate a scenario")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--trace", metavar="FILE", help="write the timeline as Chrome trace JSON (ui.perfetto.dev)")
-    run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG)")
+    run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG); "
+                     "with --trace also the timeline of two iterations, in FILE-timeline")
     grid.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
     return p
 

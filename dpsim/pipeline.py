@@ -53,10 +53,13 @@ class InputPipeline:
 
     def next_batch(self):
         """Wait until every training process has its next batch on its GPU (a "load" span on
-        every GPU's timeline: they all wait for it)."""
+        every GPU's timeline: they all wait for it). The training loop asks at the start of every
+        iteration, so this is where the trace notes that an iteration begins."""
+        start = self.env.now
+        if self.comm.trace is not None:
+            self.comm.trace.iteration_starts.append(start)
         if not self.real:
             return
-        start = self.env.now
         if self.inline:
             yield self.env.timeout(max(s for _, s in self.consumers) * self.decode_s * self.slowdown)
         else:

@@ -87,31 +87,64 @@ def breakdown(results, path=None, labels=None, title=""):
     return _save(fig, path)
 
 
-def gantt(trace, path=None, title="", max_lanes=24):
+# Fixed colours for the steps of an iteration, so every timeline reads the same way; other span
+# names (transfers, codec kernels) take colours from a palette in order of first appearance.
+STEP_COLOURS = {"load": "#dd8452", "forward": "#4c72b0", "backward": "#8fb0de", "update": "#55a868",
+                "reduce": "#c44e52", "host-to-device": "#937860"}
+MAIN_STEPS = {"load", "forward", "backward", "update"}      # drawn full height; kernels beside them half
+
+
+def gantt(trace, path=None, ax=None, title="", max_lanes=24, iterations=None):
     """The trace as a Gantt chart: one row per lane (GPUs first, then hosts, then the busiest
-    link channels, at most `max_lanes` rows), one colour per span name, time in ms."""
+    link channels, at most `max_lanes` rows), one colour per span name, time in ms.
+    On a GPU or host row, the iteration's steps (load, forward, backward, update) fill the row
+    and other kernels (reduce, quantise, ...) the lower half, as they may run beside them.
+    Warm-up iterations are shaded grey. `iterations=(first, stop)`: draw only those (by index)."""
+    spans = trace.spans
+    marks = trace.iterations()
+    if iterations is not None and marks:
+        first, stop = iterations
+        chosen = marks[first:stop] or marks[-1:]
+        t0, t1 = chosen[0][1], chosen[-1][2]
+        spans = [s for s in spans if s.end > t0 and s.start < t1]
+        marks = chosen
     chrome = trace.to_chrome()
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in chrome["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name"}
+    order = [e["args"]["name"] for e in chrome["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] != "iterations"]
     busy = {}
-    for s in trace.spans:
+    for s in spans:
         busy[s.lane] = busy.get(s.lane, 0.0) + s.end - s.start
-    order = [names[k] for k in sorted(names, key=lambda k: (k[0], k[1]))]
+    order = [lane for lane in order if lane in busy]
     devices = [lane for lane in order if "." not in lane and ">" not in lane]
     links = sorted((lane for lane in order if lane not in devices), key=lambda lane: -busy[lane])
     lanes = (devices + links)[:max_lanes]
     row = {lane: i for i, lane in enumerate(lanes)}
-    kinds = sorted({s.name for s in trace.spans if s.lane in row})
-    colour = {k: plt.get_cmap("tab20")(i % 20) for i, k in enumerate(kinds)}
-    fig, ax = plt.subplots(figsize=(11, 0.35 * len(lanes) + 1.8))
-    for s in trace.spans:
+    kinds = list(dict.fromkeys(s.name for s in spans if s.lane in row))
+    others = [plt.get_cmap("tab10")(i) for i in (6, 8, 9, 4, 7)] + list(plt.get_cmap("tab20b").colors)
+    palette = iter(others * (1 + len(kinds) // len(others)))
+    colour = {k: STEP_COLOURS.get(k) or next(palette) for k in kinds}
+
+    fig = ax.figure if ax is not None else plt.figure(figsize=(11, 0.35 * len(lanes) + 1.8))
+    ax = ax if ax is not None else fig.add_subplot()
+    bars = {}
+    for s in spans:
         if s.lane in row:
-            ax.broken_barh([(s.start * 1e3, (s.end - s.start) * 1e3)], (row[s.lane] - 0.4, 0.8), color=colour[s.name])
+            bars.setdefault((s.lane, s.name), []).append((s.start * 1e3, (s.end - s.start) * 1e3))
+    for (lane, name), xs in bars.items():
+        full = lane not in devices or name in MAIN_STEPS
+        y = (row[lane] - 0.4, 0.8) if full else (row[lane], 0.4)
+        ax.broken_barh(xs, y, color=colour[name], linewidth=0)
+    for k, start, end, warmup in marks:
+        if warmup:
+            ax.axvspan(start * 1e3, end * 1e3, color="grey", alpha=0.12, lw=0)
+        ax.axvline(start * 1e3, color="black", lw=0.5, alpha=0.4)
+    handles = [Patch(color=colour[k], label=k) for k in kinds]
+    if any(w for *_, w in marks):
+        handles.append(Patch(color="grey", alpha=0.12, label="warm-up"))
     ax.set_yticks(range(len(lanes)), lanes)
-    ax.invert_yaxis()
-    ax.set_xlabel("simulated time (ms)")
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_xlabel("simulated time (ms); thin lines: iteration starts")
     ax.set_title(title or "Simulated timeline")
-    ax.legend(handles=[Patch(color=colour[k], label=k) for k in kinds], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)
     return _save(fig, path)
