@@ -1,4 +1,6 @@
 """`dpsim run --trace`: valid Chrome trace JSON, checked event by event, and what it shows."""
+import contextlib
+import io
 import json
 import numbers
 
@@ -32,9 +34,13 @@ def check_event(e):
         assert set(e) <= {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"}
         for key in ("ts", "dur"):
             assert isinstance(e[key], numbers.Real) and e[key] >= 0
-        if "args" in e:
-            assert isinstance(e["args"], dict)
+        assert e.get("cat") in ("compute", "transfer", "iteration")
+        if e["cat"] == "transfer":
             assert isinstance(e["args"]["bytes"], numbers.Real) and e["args"]["bytes"] > 0
+        elif e["cat"] == "iteration":
+            assert isinstance(e["args"]["iteration"], int) and isinstance(e["args"]["warm_up"], bool)
+        else:
+            assert "args" not in e
 
 
 def test_every_event_is_valid_chrome_trace(ring_trace):
@@ -95,10 +101,61 @@ def test_processes_are_nodes_and_links(tmp_path):
                      "--trace", str(path)]) == 0
     events = json.loads(path.read_text())["traceEvents"]
     pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
-    assert sorted(pname.values()) == ["network links", "node 0", "node 1"]
+    assert sorted(pname.values()) == ["iterations", "network links", "node 0", "node 1"]
     thread_pid = {e["args"]["name"]: e["pid"] for e in events if e["name"] == "thread_name"}
     assert pname[thread_pid["gpu1"]] == "node 0" and pname[thread_pid["gpu2"]] == "node 1"
     assert any(pname[pid] == "network links" and "net" in name for name, pid in thread_pid.items())
+
+
+def run_json_and_trace(tmp_path, *args):
+    """`dpsim run --json --trace`: the printed result and the trace file."""
+    path = tmp_path / "t.json"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["run", *args, "--json", "--trace", str(path)]) == 0
+    return json.loads(out.getvalue()), json.loads(path.read_text())
+
+
+def sent_by_gpus(tracks, n):
+    """Bytes on each GPU's outgoing channel: everything it sent, once per transfer."""
+    return [sum(e["args"]["bytes"] for t in tracks if t.startswith(f"gpu{g}>") for e in tracks[t]) for g in range(n)]
+
+
+@pytest.mark.parametrize("sets", [
+    ["sync.strategy=ps", "sync.ps_location=cpu"],
+    ["sync.strategy=hierarchical", "cluster.nodes=2", "cluster.gpus_per_node=2", "cluster.inter=10gbe"],
+    ["sync.strategy=sharded-ps", "sync.bucket_mb=8"],
+])
+def test_bytes_on_links_add_up_to_what_the_result_says_was_sent(tmp_path, sets):
+    args = ["d2l-ps-vs-ring", "--set", "training.iterations=2", "--set", "training.warmup_iterations=1"]
+    res, trace = run_json_and_trace(tmp_path, *args, *(x for kv in sets for x in ("--set", kv)))
+    sent = sent_by_gpus(spans_by_track(trace), res["gpus"])
+    assert sum(sent) / len(sent) / 3 == pytest.approx(res["bytes_sent_per_gpu"], rel=1e-9)
+    if "sync.ps_location=cpu" in sets:      # every GPU pushes its whole gradient to the CPU, once
+        m = 4 * load_scenario("d2l-ps-vs-ring").model.params
+        assert sent == pytest.approx([3 * m] * 4, rel=1e-9)
+
+
+def test_iterations_track_labels_warm_up_and_matches_the_iteration_time(tmp_path):
+    res, trace = run_json_and_trace(tmp_path, *RING4)
+    iterations = sorted(spans_by_track(trace)["iterations"], key=lambda e: e["ts"])
+    assert [e["name"] for e in iterations] == ["iteration 0 (warm-up)", "iteration 1", "iteration 2"]
+    assert [e["args"]["warm_up"] for e in iterations] == [True, False, False]
+    for a, b in zip(iterations, iterations[1:]):
+        assert a["ts"] + a["dur"] == pytest.approx(b["ts"], abs=1e-3)
+    measured = [e["dur"] for e in iterations[1:]]
+    assert sum(measured) / len(measured) == pytest.approx(res["iteration_time_s"] * 1e6, rel=1e-6)
+    last_end = max(e["ts"] + e["dur"] for e in trace["traceEvents"] if e["ph"] == "X")
+    assert iterations[-1]["ts"] + iterations[-1]["dur"] == pytest.approx(last_end, abs=1e-3)
+
+
+def test_loader_warm_up_comes_from_the_engine_window(tmp_path):
+    """With W loader workers the engine warms up for at least 2W iterations; the trace says so."""
+    _, trace = run_json_and_trace(tmp_path, "pytorch-dataparallel-4gpu", "--set", "sync.strategy=ring",
+                                  "--set", "data.workers=3", "--set", "training.warmup_iterations=1",
+                                  "--set", "training.iterations=3")
+    flags = [e["args"]["warm_up"] for e in sorted(spans_by_track(trace)["iterations"], key=lambda e: e["ts"])]
+    assert flags == [True] * 6 + [False] * 3
 
 
 def test_load_spans_show_data_waits(tmp_path):
