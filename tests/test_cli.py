@@ -58,6 +58,15 @@ def test_run_with_compression_prints_the_verdict():
     assert "verdict: 1bit LOSES" in p.stdout and "encode/decode" in p.stdout
 
 
+def test_run_ends_with_the_diagnosis_and_json_carries_it():
+    p = dpsim("run", "cntk-1bit-k80", "--set", "sync.compression=1bit")
+    d = json.loads(dpsim("run", "cntk-1bit-k80", "--set", "sync.compression=1bit", "--json").stdout)["diagnosis"]
+    assert set(d) == {"cause", "share", "knob", "text"} and 0 < d["share"] <= 1
+    lines = p.stdout.splitlines()
+    tail = lines[lines.index("  diagnosis:") + 1:]
+    assert [line.strip() for line in tail] == d["text"].splitlines()
+
+
 @pytest.mark.parametrize("args, key", [
     (["run", "no-such-scenario"], "scenario"),
     (["run", "cntk-1bit-k80", "--set", "cluster.nodes=0"], "cluster.nodes"),
@@ -68,6 +77,9 @@ def test_run_with_compression_prints_the_verdict():
     (["sweep", "cntk-1bit-k80", "--gpus", ""], "--gpus"),
     (["sweep", "cntk-1bit-k80", "--gpus", "2,x"], "--gpus"),
     (["run", "/nonexistent/file.toml"], "file"),
+    (["run", "cntk-1bit-k80", "--trace", "/nonexistent/dir/t.json"], "--trace"),
+    (["run", "cntk-1bit-k80", "--plot", "/nonexistent/dir/b.png"], "--plot"),
+    (["run", "cntk-1bit-k80", "--plot", "/tmp/dpsim-test-breakdown.nosuchformat"], "--plot"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, key):
     p = dpsim(*args)
