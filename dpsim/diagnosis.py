@@ -121,7 +121,8 @@ def data_advice(sc, res):
 def comm_advice(sc, res):
     s, c, b = sc.sync, sc.cluster, sc.training.batch_per_gpu
     backward, sync = BACKWARD * res.breakdown_s["compute"], res.sync_time_s
-    detail = f"one sync takes {ms(sync)}, {sync / backward:.1f}x the {ms(backward)} backward pass it could hide behind"
+    detail = (f"one sync takes {ms(sync)}, {sync / backward:.1f}x the {ms(backward)} backward pass it could hide behind"
+              if sync > backward else f"one sync takes {ms(sync)}, short enough to hide behind the {ms(backward)} backward pass")
     if (not s.overlap or s.bucket_mb == 0) and backward >= HIDEABLE * sync:
         sets = ("--set sync.overlap=true " if not s.overlap else "") + ("--set sync.bucket_mb=25" if s.bucket_mb == 0 else "")
         return "overlap", detail + ", but waits for backward to end", f"sync each bucket as backward produces it: {sets.strip()}"
