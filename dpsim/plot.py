@@ -108,13 +108,10 @@ def gantt(trace, path=None, ax=None, title="", max_lanes=24, iterations=None):
         t0, t1 = chosen[0][1], chosen[-1][2]
         spans = [s for s in spans if s.end > t0 and s.start < t1]
         marks = chosen
-    chrome = trace.to_chrome()
-    order = [e["args"]["name"] for e in chrome["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] != "iterations"]
     busy = {}
     for s in spans:
         busy[s.lane] = busy.get(s.lane, 0.0) + s.end - s.start
-    order = [lane for lane in order if lane in busy]
+    order = [lane for lane in trace.lanes() if lane in busy]
     devices = [lane for lane in order if "." not in lane and ">" not in lane]
     links = sorted((lane for lane in order if lane not in devices), key=lambda lane: -busy[lane])
     lanes = (devices + links)[:max_lanes]

@@ -9,11 +9,14 @@ of them are warm-up (`dpsim run` sets it from the engine's window; 0 when unknow
 `to_chrome()` writes the Chrome trace event format, as mpi_impl/timeline.py does for measured
 runs, so the two open side by side in ui.perfetto.dev or chrome://tracing:
 {"traceEvents": [...], "displayTimeUnit": "ms"} with complete events ("ph": "X", ts and dur in
-microseconds, rounded to the nanosecond) and metadata events ("ph": "M") naming each process
-and thread. One process per node, holding a thread per GPU and one for the host (CPU parameter
+microseconds, whole nanoseconds) and metadata events ("ph": "M") naming each process and
+thread. One process per node, holding a thread per GPU and one for the host (CPU parameter
 server); one process "network links" holding a thread per busy channel, each transfer with its
 bytes in args; one process "iterations" with a span per iteration, "(warm-up)" in the name of
-the warm-up ones, so the measured window is visible.
+the warm-up ones, so the measured window is visible. mpi_impl has a process per rank instead
+of per node; the span names of the steps are the simulator's own (forward, backward, ...).
+Perfetto drops slices of one thread that overlap without nesting, so a lane whose spans
+overlap is spread over several threads ("gpu0", "gpu0 (2)"; see to_chrome).
 """
 import json
 import re
@@ -34,9 +37,36 @@ class Span:
     nbytes: float = 0.0
 
 
-def us(seconds: float) -> float:
-    """Seconds to microseconds, rounded to the nanosecond (as mpi_impl/timeline.py writes them)."""
-    return round(seconds * 1e6, 3)
+def ns(seconds: float) -> int:
+    return round(seconds * 1e9)
+
+
+def complete(name, cat, pid, tid, start, end, args=None) -> dict:
+    """A complete event ("ph": "X"). Times in microseconds, whole nanoseconds (as mpi_impl's
+    timeline rounds them); the end is rounded, not the duration, so back-to-back spans touch."""
+    a, b = ns(start), ns(end)
+    event = {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": a / 1000, "dur": (b - a) / 1000}
+    if args:
+        event["args"] = args
+    return event
+
+
+def metadata(kind, pid, tid, name) -> dict:
+    """A metadata event naming a process or a thread ("process_name" / "thread_name")."""
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def without_overlaps(spans) -> list:
+    """Spans in rows, first fit in order of start: no two spans of a row overlap (to the ns)."""
+    rows, ends = [], []
+    for s in sorted(spans, key=lambda s: (ns(s.start), -ns(s.end))):
+        r = next((r for r, end in enumerate(ends) if end <= ns(s.start)), len(rows))
+        if r == len(rows):
+            rows.append([])
+            ends.append(0)
+        rows[r].append(s)
+        ends[r] = ns(s.end)
+    return rows
 
 
 @dataclass
@@ -73,37 +103,40 @@ class Trace:
             return LINKS_PID, "network links"
         return node, f"node {node}"
 
-    def to_chrome(self) -> dict:
-        def order(lane):            # GPUs, then hosts, then links; numbers in numeric order
-            pid, _ = self._process_of(lane)
-            kind = 0 if lane.startswith("gpu") and pid != LINKS_PID else 1 if pid != LINKS_PID else 2
+    def lanes(self) -> list:
+        """Every lane that has spans: GPUs, then hosts, then link channels; numbers in numeric order."""
+        def order(lane):
+            kind = 2 if self._process_of(lane)[0] == LINKS_PID else 0 if lane.startswith("gpu") else 1
             return kind, [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", lane)]
+        return sorted({s.lane for s in self.spans}, key=order)
 
-        lanes = sorted({s.lane for s in self.spans}, key=order)
-        tid = {lane: i for i, lane in enumerate(lanes)}
-        events, named = [], set()
-        for lane in lanes:
+    def to_chrome(self) -> dict:
+        """The trace as Chrome trace event JSON (a dict). Slices on one thread must not overlap
+        (Perfetto drops the ones that do not nest), so a lane whose spans overlap (kernels beside
+        backward, transfers sharing a channel) gets more threads: "gpu0", "gpu0 (2)", ..."""
+        by_lane = {}
+        for s in self.spans:
+            by_lane.setdefault(s.lane, []).append(s)
+        events, named, tid = [], set(), 0
+        for lane in self.lanes():
             pid, pname = self._process_of(lane)
             if pid not in named:
                 named.add(pid)
-                events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": pname}})
-            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid[lane], "args": {"name": lane}})
-        for s in self.spans:
-            pid, _ = self._process_of(s.lane)
-            event = {"name": s.name, "cat": "transfer" if s.nbytes else "compute", "ph": "X", "pid": pid,
-                     "tid": tid[s.lane], "ts": us(s.start), "dur": us(s.end - s.start)}
-            if s.nbytes:
-                event["args"] = {"bytes": s.nbytes}
-            events.append(event)
+                events.append(metadata("process_name", pid, 0, pname))
+            rows = without_overlaps(by_lane[lane])
+            for r, row in enumerate(rows):
+                events.append(metadata("thread_name", pid, tid + r, lane if r == 0 else f"{lane} ({r + 1})"))
+                for s in row:
+                    args = {"bytes": s.nbytes} if s.nbytes else None
+                    events.append(complete(s.name, "transfer" if s.nbytes else "compute", pid, tid + r,
+                                           s.start, s.end, args))
+            tid += len(rows)
         if self.iteration_starts:
-            events.append({"name": "process_name", "ph": "M", "pid": ITERATIONS_PID, "tid": 0,
-                           "args": {"name": "iterations"}})
-            events.append({"name": "thread_name", "ph": "M", "pid": ITERATIONS_PID, "tid": 0,
-                           "args": {"name": "iterations"}})
+            events.append(metadata("process_name", ITERATIONS_PID, 0, "iterations"))
+            events.append(metadata("thread_name", ITERATIONS_PID, 0, "iterations"))
             for k, start, end, warmup in self.iterations():
-                events.append({"name": f"iteration {k}" + (" (warm-up)" if warmup else ""), "cat": "iteration",
-                               "ph": "X", "pid": ITERATIONS_PID, "tid": 0, "ts": us(start), "dur": us(end - start),
-                               "args": {"iteration": k, "warm_up": warmup}})
+                events.append(complete(f"iteration {k}" + (" (warm-up)" if warmup else ""), "iteration",
+                                       ITERATIONS_PID, 0, start, end, {"iteration": k, "warm_up": warmup}))
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
     def write_chrome(self, path):
