@@ -74,7 +74,7 @@ def diagnose(sc, res) -> Diagnosis:
         cause = "compute"
     eff = res.scaling_efficiency
     if cause == "compute" and (eff >= SCALES_WELL or shares[worst] == 0):
-        knob, detail, advice = compute_advice(sc)
+        knob, detail, advice = compute_advice(sc, res)
         where = f"more GPUs scale well (efficiency {eff:.0%})" if sc.gpus > 1 else "on one GPU nothing is synchronised"
         head = f"compute-bound: compute is {shares['compute']:.0%} of the iteration; {where}"
     elif cause == "compute":
@@ -87,7 +87,7 @@ def diagnose(sc, res) -> Diagnosis:
     return Diagnosis(cause, shares[cause], knob, "\n".join(line for line in (head, detail, advice) if line))
 
 
-def compute_advice(sc):
+def compute_advice(sc, res):
     b, half = sc.training.batch_per_gpu, sc.compute.half_batch
     if b / (b + half) < GPU_FILLED:
         return ("bigger-batch", f"a batch of {b} per GPU fills only {b / (b + half):.0%} of what the GPU can reach",
@@ -95,7 +95,10 @@ def compute_advice(sc):
     gpu = sc.gpu_spec()
     faster = ("--set compute.precision=fp16" if sc.compute.precision == "fp32" and gpu.fp16_tflops > gpu.fp32_tflops
               else "--set cluster.gpu=h100")
-    return "none", "", f"a faster GPU or bigger batch helps throughput: try {faster}"
+    sync = res.breakdown_s["exposed_comm"] + res.breakdown_s["compression"]
+    detail = (f"communication is only {sync / res.iteration_time_s:.0%} of the iteration: a faster sync or "
+              f"gradient compression can save at most that" if sc.gpus > 1 else "")
+    return "none", detail, f"a faster GPU or bigger batch helps throughput: try {faster}"
 
 
 def data_advice(sc, res):

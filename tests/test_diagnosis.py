@@ -112,6 +112,8 @@ def test_large_batch_on_nvlink_is_compute_bound_and_scales_well():
     assert (d.cause, d.knob) == ("compute", "none")
     assert d.share == pytest.approx(share_of(res, "compute")) and d.share > 0.95
     assert "compute-bound" in d.text and "scale well" in d.text
+    comm = (res.breakdown_s["exposed_comm"] + res.breakdown_s["compression"]) / res.iteration_time_s
+    assert f"communication is only {comm:.0%}" in d.text
 
 
 def test_1bit_on_k80s_loses_and_is_turned_off():
