@@ -16,9 +16,10 @@ The rules, in order (the thresholds are the constants below):
      OVERHEAD_BOUND of the iteration, or more than compute does. A straggler rarely outgrows
      the average GPU's compute, yet a GPU at half speed costs a third of every step.
   3. Otherwise compute is the cause. If the scaling efficiency is at least SCALES_WELL there is
-     nothing to fix in the scaling: more GPUs scale well, and a faster GPU (or a bigger batch,
-     while the batch is too small to fill the GPU: efficiency below GPU_FILLED of its maximum)
-     raises throughput. Below SCALES_WELL, the knob is the one for the largest overhead.
+     nothing to fix in the scaling: more GPUs scale well, a faster sync or compression can save
+     at most the sync's small share (CNTK's 1-bit on four K80s), and a faster GPU (or a bigger
+     batch, while the batch is too small to fill the GPU: efficiency below GPU_FILLED of its
+     maximum) raises throughput. Below SCALES_WELL, the knob is the one for the largest overhead.
 
 Knobs, read from the scenario:
   data loading   more loader workers while the node has free cores, else cheaper decoding
