@@ -130,9 +130,10 @@ def cmd_run(args):
         written.append(f"timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
     if args.plot:
         from . import plot          # matplotlib only when a figure is asked for
-        runs, labels = [res], [f"{res.gpus} GPUs, {sc.sync.strategy}"]
+        label = f"{res.gpus} GPUs, {sc.sync.strategy}"
+        runs, labels = [res], [label]
         if res.uncompressed:
-            runs, labels = [res.uncompressed, res], [labels[0] + ", no compression", labels[0] + ", " + sc.sync.compression]
+            runs, labels = [res.uncompressed, res], [f"{label}, no compression", f"{label}, {sc.sync.compression}"]
         plot.breakdown(runs, args.plot, labels, title=f"{sc.name}: where an iteration's time goes")
         written.append(f"breakdown plotted in {args.plot}")
         if args.trace:

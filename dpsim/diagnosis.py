@@ -116,7 +116,8 @@ def data_advice(sc, res):
     ceiling = "--set data.source=synthetic shows the ceiling"
     if d.workers < free:
         want = min(free, max(d.workers + 1, math.ceil(decode / busy)))
-        return "loader-workers", detail, f"more loader workers: try --set data.workers={want} ({free} cores free per process); {ceiling}"
+        return ("loader-workers", detail,
+                f"more loader workers: try --set data.workers={want} ({free} cores free per process); {ceiling}")
     return ("cheaper-decode", detail + f", already sharing the {cores} free cores",
             f"decode less or cheaper (--set data.decode_ms_per_sample={d.decode_ms_per_sample / 2:g}) "
             f"or add cores (--set cluster.cpu_cores={2 * c.cpu_cores}); {ceiling}")
