@@ -7,6 +7,7 @@ import numbers
 import pytest
 
 from dpsim import cli, load_scenario
+from dpsim.config import builtin_names
 
 RING4 = ["d2l-ps-vs-ring", "--set", "sync.strategy=ring", "--set", "training.iterations=2",
          "--set", "training.warmup_iterations=1"]
@@ -44,9 +45,21 @@ def check_event(e):
 
 
 def test_every_event_is_valid_chrome_trace(ring_trace):
-    assert set(ring_trace) <= {"traceEvents", "displayTimeUnit"}
-    assert ring_trace["displayTimeUnit"] in ("ms", "ns")
-    events = ring_trace["traceEvents"]
+    check_trace(ring_trace)
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_scenario_writes_a_valid_trace(tmp_path, name):
+    path = tmp_path / "t.json"
+    assert cli.main(["run", name, "--set", "training.iterations=1", "--set", "training.warmup_iterations=0",
+                     "--trace", str(path)]) == 0
+    check_trace(json.loads(path.read_text()))
+
+
+def check_trace(trace):
+    assert set(trace) <= {"traceEvents", "displayTimeUnit"}
+    assert trace["displayTimeUnit"] in ("ms", "ns")
+    events = trace["traceEvents"]
     assert len(events) > 50
     for e in events:
         check_event(e)
