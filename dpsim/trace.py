@@ -51,9 +51,11 @@ def complete(name, cat, pid, tid, start, end, args=None) -> dict:
     return event
 
 
-def metadata(kind, pid, tid, name) -> dict:
-    """A metadata event naming a process or a thread ("process_name" / "thread_name")."""
-    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+def metadata(kind, pid, tid, name, sort_index) -> list:
+    """Metadata events naming a process or a thread (kind "process" / "thread") and fixing its
+    place in the viewer's list (smaller sort_index first)."""
+    return [{"name": f"{kind}_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}},
+            {"name": f"{kind}_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": sort_index}}]
 
 
 def without_overlaps(spans) -> list:
@@ -122,18 +124,18 @@ class Trace:
             pid, pname = self._process_of(lane)
             if pid not in named:
                 named.add(pid)
-                events.append(metadata("process_name", pid, 0, pname))
+                events += metadata("process", pid, 0, pname, pid)
             rows = without_overlaps(by_lane[lane])
             for r, row in enumerate(rows):
-                events.append(metadata("thread_name", pid, tid + r, lane if r == 0 else f"{lane} ({r + 1})"))
+                events += metadata("thread", pid, tid + r, lane if r == 0 else f"{lane} ({r + 1})", tid + r)
                 for s in row:
                     args = {"bytes": s.nbytes} if s.nbytes else None
                     events.append(complete(s.name, "transfer" if s.nbytes else "compute", pid, tid + r,
                                            s.start, s.end, args))
             tid += len(rows)
         if self.iteration_starts:
-            events.append(metadata("process_name", ITERATIONS_PID, 0, "iterations"))
-            events.append(metadata("thread_name", ITERATIONS_PID, 0, "iterations"))
+            events += metadata("process", ITERATIONS_PID, 0, "iterations", -1)      # on top
+            events += metadata("thread", ITERATIONS_PID, 0, "iterations", 0)
             for k, start, end, warmup in self.iterations():
                 events.append(complete(f"iteration {k}" + (" (warm-up)" if warmup else ""), "iteration",
                                        ITERATIONS_PID, 0, start, end, {"iteration": k, "warm_up": warmup}))

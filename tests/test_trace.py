@@ -28,9 +28,12 @@ def check_event(e):
     assert isinstance(e["pid"], int) and not isinstance(e["pid"], bool)
     assert isinstance(e["tid"], int) and not isinstance(e["tid"], bool)
     if e["ph"] == "M":
-        assert e["name"] in ("process_name", "thread_name")
         assert set(e) <= {"name", "ph", "pid", "tid", "args"}
-        assert isinstance(e["args"]["name"], str) and e["args"]["name"]
+        if e["name"] in ("process_name", "thread_name"):
+            assert isinstance(e["args"]["name"], str) and e["args"]["name"]
+        else:
+            assert e["name"] in ("process_sort_index", "thread_sort_index")
+            assert isinstance(e["args"]["sort_index"], int)
     else:
         assert set(e) <= {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"}
         for key in ("ts", "dur"):
