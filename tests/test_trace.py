@@ -68,6 +68,8 @@ def check_trace(trace):
         check_event(e)
     threads = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     processes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert threads == {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_sort_index"}
+    assert processes == {e["pid"] for e in events if e["name"] == "process_sort_index"}
     for e in events:
         if e["ph"] == "X":
             assert (e["pid"], e["tid"]) in threads, e
