@@ -5,6 +5,7 @@ answer, computes the right one independently (a closed form, or a dpsim run), an
 a Verdict that prints as one line. Checkers never raise on a wrong answer: they say how far
 off it is and give a hint.
 """
+import math
 from dataclasses import dataclass
 
 
@@ -22,11 +23,24 @@ class Verdict:
     __str__ = __repr__
 
 
-def close(answer, expected, rel=0.05, hint="", unit="") -> Verdict:
-    """Numeric answer within `rel` (relative) of the expected value."""
+def pending(what) -> Verdict:
+    """The verdict for an exercise cell the student has not filled in yet."""
+    return Verdict(False, f"set `answer` to {what} and run this cell again")
+
+
+def number(answer):
+    """The answer as a finite float, or None if it is not one."""
     try:
         value = float(answer)
     except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def close(answer, expected, rel=0.05, hint="", unit="") -> Verdict:
+    """Numeric answer within `rel` (relative) of the expected value."""
+    value = number(answer)
+    if value is None:
         return Verdict(False, f"expected a number, got {answer!r}")
     off = abs(value - expected) / max(abs(expected), 1e-300)
     if off <= rel:

@@ -10,7 +10,7 @@ import math
 
 from dpsim import analytic
 
-from . import Verdict, choice, close
+from . import Verdict, choice, close, number, pending
 
 # The setting of exercises 1 and 2: the d2l.ai lecture's 160 MB gradient (40 M FP32
 # parameters), a ResNet-50-sized compute load (12.3 GFLOP per sample, forward and
@@ -39,22 +39,17 @@ def _t2():
     return analytic.ring(GPUS, GRADIENT_BYTES, 0.0, 1 / (NETWORK_GBS * 1e9))
 
 
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
-
-
 def exercise1(answer) -> Verdict:
     """Iteration time in milliseconds, with communication overlapping computation."""
     if answer is None:
-        return _pending("the iteration time in ms")
+        return pending("the iteration time in ms")
     t1, t2 = _t1(BATCH, EFFICIENCY), _t2()
     expected_ms = analytic.iteration_time(t1, t2, overlap=True) * 1e3
     verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
     if verdict.ok:
         return verdict
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
+    value = number(answer)
+    if value is None:
         return verdict
     if math.isclose(value, (t1 + t2) * 1e3, rel_tol=0.02):
         return Verdict(False, f"{value:.4g} ms is t1 + t2: the time WITHOUT overlap. "
@@ -69,14 +64,13 @@ def exercise1(answer) -> Verdict:
 def exercise2(answer) -> Verdict:
     """The smallest whole per-GPU batch b for which t1(b) >= t2, with e(b) = e_max b / (b + b_half)."""
     if answer is None:
-        return _pending("a whole number of samples per GPU")
+        return pending("a whole number of samples per GPU")
     t2 = _t2()
     b = 1
     while _t1(b, EFFICIENCY * b / (b + HALF_BATCH)) < t2:
         b += 1
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
+    value = number(answer)
+    if value is None:
         return Verdict(False, f"expected a number of samples, got {answer!r}")
     if value == b:
         return Verdict(True, f"{b} samples per GPU: from there on, computing the gradients "
@@ -95,7 +89,7 @@ def exercise2(answer) -> Verdict:
 def exercise3(answer) -> Verdict:
     """Weak or strong scaling?"""
     if answer is None:
-        return _pending('"weak" or "strong"')
+        return pending('"weak" or "strong"')
     before = EX3_BEFORE["gpus"] * EX3_BEFORE["batch_per_gpu"]
     after = EX3_AFTER["gpus"] * EX3_AFTER["batch_per_gpu"]
     expected = "strong" if before == after else "weak"

@@ -12,7 +12,7 @@ import math
 import dpsim
 from dpsim import analytic
 
-from . import Verdict, choice, close
+from . import Verdict, choice, close, number, pending
 
 # d2l.ai "Parameter Servers": 160 MB of gradients, PCIe at 16 GB/s; here 8 GPUs.
 GPUS = 8
@@ -26,25 +26,14 @@ EX3_OVERRIDES = {"cluster.gpus_per_node": GPUS, "cluster.gpus_per_pcie_switch": 
                  "training.iterations": 1, "training.warmup_iterations": 0}
 
 
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
-
-
-def _number(answer):
-    try:
-        return float(answer)
-    except (TypeError, ValueError):
-        return None
-
-
 def exercise1(answer) -> Verdict:
     """Parameter server on GPU 0, 8 GPUs, 160 MB, 16 GB/s, latency and adds ignored: ms."""
     if answer is None:
-        return _pending("the sync time in ms")
+        return pending("the sync time in ms")
     beta = 1 / (LINK_GBS * 1e9)
     expected_ms = analytic.ps(GPUS, GRADIENT_BYTES, 0.0, beta) * 1e3
     verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
-    value = _number(answer)
+    value = number(answer)
     if verdict.ok or value is None:
         return verdict
     one_way = (GPUS - 1) * GRADIENT_BYTES * beta * 1e3
@@ -76,10 +65,10 @@ def crossover_bytes(n=GPUS, alpha=ALPHA_S, bandwidth_gbs=LINK_GBS):
 def exercise2(answer) -> Verdict:
     """The gradient size in KB (1 KB = 1,000 bytes) at which ring and tree cost the same."""
     if answer is None:
-        return _pending("a size in KB")
+        return pending("a size in KB")
     expected_kb = crossover_bytes() / 1e3
     verdict = close(answer, expected_kb, rel=0.05, unit=" KB")
-    value = _number(answer)
+    value = number(answer)
     if value is not None and math.isclose(value, expected_kb * 1e3, rel_tol=0.05):
         return Verdict(False, f"{value:.4g} looks like bytes; give the size in KB (1 KB = 1,000 bytes)")
     if verdict.ok:
@@ -90,7 +79,7 @@ def exercise2(answer) -> Verdict:
 def exercise3(answer) -> Verdict:
     """Which strategy sends the most bytes per GPU (mean over the GPUs) per iteration?"""
     if answer is None:
-        return _pending(f"one of {', '.join(EX3_STRATEGIES)}")
+        return pending(f"one of {', '.join(EX3_STRATEGIES)}")
     sent = {s: dpsim.simulate("d2l-ps-vs-ring", {**EX3_OVERRIDES, "sync.strategy": s}).bytes_sent_per_gpu
             for s in EX3_STRATEGIES}
     expected = max(sent, key=sent.get)

@@ -10,7 +10,7 @@ runs (exercises 2 and 3), never from copied output.
 import dpsim
 from dpsim import analytic, hardware
 
-from . import Verdict, choice, close
+from . import Verdict, choice, close, pending
 
 # Exercise 1: ring all-reduce of ResNet-50's FP32 gradient on the 8 GPUs of one NVSwitch box.
 EX1_GPUS = 8
@@ -40,10 +40,6 @@ EX3_SCENARIO = {
 EX3_UPGRADES = {"inside": {"cluster.intra": "nvlink2"}, "network": {"cluster.inter": "100gbe"}}
 
 
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
-
-
 def resnet50_gradient_bytes():
     return 4 * dpsim.load_scenario({"model": {"preset": EX1_MODEL}}).model_spec().params
 
@@ -51,7 +47,7 @@ def resnet50_gradient_bytes():
 def exercise1(answer) -> Verdict:
     """Ring all-reduce time in ms from the preset's figures (adds ignored)."""
     if answer is None:
-        return _pending("the sync time in ms")
+        return pending("the sync time in ms")
     link = hardware.LINKS[EX1_LINK]
     alpha = 2 * link.latency_us * 1e-6          # GPU -> NVSwitch -> GPU: two hops
     expected_ms = analytic.ring(EX1_GPUS, resnet50_gradient_bytes(), alpha, 1 / (link.bandwidth_gbs * 1e9)) * 1e3
@@ -69,7 +65,7 @@ def ex2_sync_times():
 def exercise2(answer) -> Verdict:
     """How many times longer the flat ring takes than the hierarchical one."""
     if answer is None:
-        return _pending("the ratio flat / hierarchical")
+        return pending("the ratio flat / hierarchical")
     t = ex2_sync_times()
     expected = t["ring"] / t["hierarchical"]
     verdict = close(answer, expected, rel=0.05, unit="x")
@@ -82,7 +78,7 @@ def exercise2(answer) -> Verdict:
 def exercise3(answer) -> Verdict:
     """Which single upgrade buys more throughput: "inside" the nodes or the "network"?"""
     if answer is None:
-        return _pending('"inside" or "network"')
+        return pending('"inside" or "network"')
     rate = {k: dpsim.simulate(EX3_SCENARIO, ov).throughput_samples_per_s for k, ov in EX3_UPGRADES.items()}
     expected = max(rate, key=rate.get)
     verdict = choice(answer, expected, list(EX3_UPGRADES),

@@ -13,7 +13,7 @@ import math
 import dpsim
 import numpy as np
 
-from . import Verdict, close
+from . import Verdict, close, number, pending
 
 # 1-bit's encoding (mpi_impl/onebit.py, dpsim/strategies/onebit.py): one sign bit per value
 # and one 4-byte FP32 scale per chunk of 256 values.
@@ -37,18 +37,6 @@ EX3_GRADIENT = (0.9, 0.1)
 EX3_STEPS = 10
 
 
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
-
-
-def _number(answer):
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 # ------------------------------------------------------------------ exercise 1
 
 def onebit_bytes_per_gpu(params: int, gpus: int) -> float:
@@ -70,15 +58,15 @@ def _scenario_size(name):
 def exercise1(answer) -> Verdict:
     """MB (10^6 bytes) each GPU sends per iteration with 1-bit SGD in onebit-wins-ethernet."""
     if answer is None:
-        return _pending("megabytes per GPU per iteration")
-    if _number(answer) is None:
+        return pending("megabytes per GPU per iteration")
+    if number(answer) is None:
         return Verdict(False, f"expected a number of megabytes, got {answer!r}")
     params, gpus = _scenario_size(EX1_SCENARIO)
     expected = onebit_bytes_per_gpu(params, gpus) / 1e6
     verdict = close(answer, expected, rel=0.02, unit=" MB")
     if verdict.ok:
         return verdict
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return verdict
     plain = 2 * (gpus - 1) / gpus * params * 4 / 1e6
@@ -130,14 +118,14 @@ def _break_even(overrides, steps):
 def exercise2(answer) -> Verdict:
     """Break-even PCIe bandwidth (GB/s) of 1-bit SGD in cntk-1bit-k80, messages at 5 us."""
     if answer is None:
-        return _pending("the bandwidth in GB/s where the two lines cross")
-    if _number(answer) is None:
+        return pending("the bandwidth in GB/s where the two lines cross")
+    if number(answer) is None:
         return Verdict(False, f"expected a bandwidth in GB/s, got {answer!r}")
     expected = break_even_bandwidth()
     verdict = close(answer, expected, rel=0.15, unit=" GB/s")
     if verdict.ok:
         return verdict
-    value = _number(answer)
+    value = number(answer)
     if value is not None and value > 0 and math.isclose(value / 8, expected, rel_tol=0.15):
         return Verdict(False, f"{value:.4g} looks like Gbit/s or a factor of 8 off; answer in GB/s.")
     if value is not None and math.isclose(value, break_even_bandwidth({}), rel_tol=0.1):
@@ -175,14 +163,14 @@ def sent_with_error_feedback(gradient=EX3_GRADIENT, steps=EX3_STEPS):
 def exercise3(answer) -> Verdict:
     """With error feedback, the total sent for the first value after 10 steps."""
     if answer is None:
-        return _pending("the sum of the first value over the 10 steps")
-    if _number(answer) is None:
+        return pending("the sum of the first value over the 10 steps")
+    if number(answer) is None:
         return Verdict(False, f"expected a number, got {answer!r}")
     expected = float(sent_with_error_feedback()[0])
     verdict = close(answer, expected, rel=0.01)
     if verdict.ok:
         return verdict
-    value = _number(answer)
+    value = number(answer)
     if value is None:
         return verdict
     g = np.asarray(EX3_GRADIENT)

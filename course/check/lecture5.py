@@ -17,7 +17,7 @@ import math
 
 import dpsim
 
-from . import Verdict, close
+from . import Verdict, close, number, pending
 
 # Exercise 1: story 4's DataParallel box with a smaller batch per GPU.
 EX1_SCENARIO = "pytorch-dataparallel-4gpu"
@@ -31,10 +31,6 @@ EX2_OVERRIDES = {"cluster.cpu_cores": 4}
 EX3_SCENARIO = "mxnet-vs-tf-4gpu"
 EX3_OVERRIDES = {"compute.efficiency": 0.0504, "compute.dispatch_ms_per_gpu": 18.8,
                  "sync.update_location": "gpu", "sync.overlap": False}
-
-
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
 
 
 def loading_processes(sc) -> tuple[int, int]:
@@ -52,14 +48,6 @@ def fed_throughput(sc) -> float:
     cores_for_loaders = max(sc.cluster.cpu_cores - processes, 1)
     busy = min(sc.data.workers * processes, cores_for_loaders)
     return busy / (sc.data.decode_ms_per_sample / 1e3) * sc.cluster.nodes
-
-
-def _number(answer):
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _synthetic(name, overrides):
@@ -88,8 +76,8 @@ def _knee_workers(name, overrides):
 def exercise1(answer) -> Verdict:
     """The smallest number of loader workers that keeps the GPUs fed (batch 32 per GPU)."""
     if answer is None:
-        return _pending("a whole number of workers")
-    value = _number(answer)
+        return pending("a whole number of workers")
+    value = number(answer)
     if value is None:
         return Verdict(False, f"expected a whole number of workers, got {answer!r}")
     expected = knee_workers()
@@ -113,8 +101,8 @@ def exercise1(answer) -> Verdict:
 def exercise2(answer) -> Verdict:
     """Throughput (samples/s) of the DataParallel box with 4 cores and 12 workers."""
     if answer is None:
-        return _pending("samples per second")
-    if _number(answer) is None:
+        return pending("samples per second")
+    if number(answer) is None:
         return Verdict(False, f"expected a number of samples per second, got {answer!r}")
     sc = dpsim.load_scenario(EX2_SCENARIO, EX2_OVERRIDES)
     compute_bound = _synthetic(EX2_SCENARIO, EX2_OVERRIDES).throughput_samples_per_s
@@ -122,7 +110,7 @@ def exercise2(answer) -> Verdict:
     verdict = close(answer, expected, rel=0.05, unit=" samples/s")
     if verdict.ok:
         return verdict
-    value = _number(answer)
+    value = number(answer)
     if math.isclose(value, sc.cluster.cpu_cores / (sc.data.decode_ms_per_sample / 1e3), rel_tol=0.02):
         return Verdict(False, f"{value:.4g} samples/s counts every core; the training process keeps one.")
     if expected < compute_bound and 1.1 * expected < value <= 1.05 * compute_bound:
@@ -146,8 +134,8 @@ def break_even_decode_ms(name=EX3_SCENARIO, overrides=EX3_OVERRIDES) -> float:
 def exercise3(answer) -> Verdict:
     """Story 3, TensorFlow after the upgrade: the largest decode_ms_per_sample the loaders keep up with."""
     if answer is None:
-        return _pending("milliseconds per sample")
-    if _number(answer) is None:
+        return pending("milliseconds per sample")
+    if number(answer) is None:
         return Verdict(False, f"expected a number of milliseconds, got {answer!r}")
     expected = break_even_decode_ms()
     verdict = close(answer, expected, rel=0.05, unit=" ms")

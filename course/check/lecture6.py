@@ -13,16 +13,12 @@ import json
 import math
 from pathlib import Path
 
-from . import Verdict, choice, close
+from . import Verdict, choice, close, number, pending
 
 EX1_ROW = (2, "ring", "none")      # ranks, sync, compress
 EX2_ROW = (2, "ring", "none")
 EX3_ROW = (2, "ring", "1bit")
 PHASES = ("compute", "data_wait", "exposed_comm", "compression", "update", "other")
-
-
-def _pending(what):
-    return Verdict(False, f"set `answer` to {what} and run this cell again")
 
 
 def _rows(result):
@@ -52,14 +48,13 @@ def prediction_error_percent(row) -> float:
 def exercise1(answer, result) -> Verdict:
     """The prediction error (%) of the 2-rank ring row, from its predicted and measured times."""
     if answer is None:
-        return _pending("the error in percent (negative if dpsim predicts too short a time)")
+        return pending("the error in percent (negative if dpsim predicts too short a time)")
     row = _row(result, EX1_ROW)
     if isinstance(row, Verdict):
         return row
     expected = prediction_error_percent(row)
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
+    value = number(answer)
+    if value is None:
         return Verdict(False, f"expected a number of percent, got {answer!r}")
     # the table prints milliseconds to two decimals: allow for that rounding
     tolerance = 0.5
@@ -80,7 +75,7 @@ def exercise1(answer, result) -> Verdict:
 def exercise2(answer, result) -> Verdict:
     """The measured speed-up of 2 ranks (ring, no compression) over 1 rank."""
     if answer is None:
-        return _pending("the measured speed-up (a number like 1.7)")
+        return pending("the measured speed-up (a number like 1.7)")
     row, one = _row(result, EX2_ROW), _row(result, (1, "ring", "none"))
     for r in (row, one):
         if isinstance(r, Verdict):
@@ -89,9 +84,8 @@ def exercise2(answer, result) -> Verdict:
     verdict = close(answer, expected, rel=0.02, unit="x")
     if verdict.ok:
         return verdict
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
+    value = number(answer)
+    if value is None:
         return verdict
     if math.isclose(value, row["predicted_samples_per_s"] / one["predicted_samples_per_s"], rel_tol=0.02):
         return Verdict(False, f"{value:.3g}x is dpsim's predicted speed-up; the question asks for the measured one.")
@@ -110,7 +104,7 @@ def largest_gap_phase(row) -> str:
 def exercise3(answer, result) -> Verdict:
     """The phase of the 2-rank 1-bit row whose prediction is furthest from the measurement."""
     if answer is None:
-        return _pending("one of " + ", ".join(f"'{p}'" for p in PHASES))
+        return pending("one of " + ", ".join(f"'{p}'" for p in PHASES))
     row = _row(result, EX3_ROW)
     if isinstance(row, Verdict):
         return row
