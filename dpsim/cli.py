@@ -13,7 +13,6 @@ import pathlib
 import sys
 
 from . import config, diagnosis, grid, hardware, models
-from .engine import Engine
 from .errors import ScenarioError
 from .simulate import simulate
 
@@ -124,8 +123,6 @@ def cmd_run(args):
     verdict = diagnosis.diagnose(sc, res)
     written = []
     if args.trace:
-        warmup, _ = Engine(sc).window()
-        res.trace.warmup_iterations = warmup
         res.trace.write_chrome(args.trace)
         written.append(f"timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
     if args.plot:
@@ -139,7 +136,7 @@ def cmd_run(args):
         if args.trace:
             path = timeline_path(args.plot)
             plot.gantt(res.trace, path, title=f"{sc.name}: the first two measured iterations",
-                       iterations=(warmup, warmup + 2))
+                       iterations=(res.trace.warmup_iterations, res.trace.warmup_iterations + 2))
             written.append(f"timeline of two iterations plotted in {path}")
     if args.json:
         json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2)

@@ -154,6 +154,8 @@ class Engine:
     def run(self) -> dict:
         """Warm up, then measure; per-iteration means."""
         warmup, measured = self.window()
+        if self.trace is not None:
+            self.trace.warmup_iterations = warmup
         out = {}
 
         def main():

@@ -57,7 +57,7 @@ def resolved(sc: Scenario) -> dict:
 def simulate(scenario, overrides: dict | None = None, trace: bool = False, baseline: Result | None = None) -> Result:
     """Simulate a scenario (name, path, dict or Scenario). `baseline`: a one-GPU result to reuse."""
     sc = load_scenario(scenario, overrides)
-    record = Trace(gpus_per_node=sc.cluster.gpus_per_node, warmup_iterations=Engine(sc).window()[0]) if trace else None
+    record = Trace(gpus_per_node=sc.cluster.gpus_per_node) if trace else None
     run = Engine(sc, record).run()
     sync_s = Engine(sc).sync_alone()
     if sc.gpus == 1:

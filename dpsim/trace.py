@@ -4,7 +4,7 @@ Lanes are endpoints ("gpu0", "host0") for work done on a device, and channels ("
 for bytes on a link: one span per channel a transfer crosses. The trace covers every simulated
 iteration, warm-up included: `iteration_starts` holds when each began (the input pipeline
 notes it when the training loop asks for the next batch), and the first `warmup_iterations`
-of them are warm-up (`dpsim run` sets it from the engine's window; 0 when unknown).
+of them are warm-up (the engine sets it from its measuring window; 0 when unknown).
 
 `to_chrome()` writes the Chrome trace event format, as mpi_impl/timeline.py does for measured
 runs, so the two open side by side in ui.perfetto.dev or chrome://tracing:
