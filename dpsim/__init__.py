@@ -2,12 +2,35 @@
 
     import dpsim
     sc = dpsim.load_scenario("cntk-1bit-k80", overrides={"sync.strategy": "ps"})
-    res = dpsim.simulate(sc)             # res.to_dict() follows DESIGN.md's result contract
+    res = dpsim.simulate(sc)             # res.to_dict(): the result contract in README.md
     runs = dpsim.sweep(sc, gpus=[1, 2, 4, 8])
-"""
-from .config import Scenario, load_scenario
-from .errors import ScenarioError
-from .results import Result
-from .simulate import simulate, sweep, sweep_grid
 
-__all__ = ["Scenario", "ScenarioError", "Result", "load_scenario", "simulate", "sweep", "sweep_grid"]
+The names below, and submodules such as dpsim.plot, are imported on first use, so that
+`from dpsim.vocabulary import ...` (what mpi_impl does, under mpiexec) loads that one small
+file and nothing else.
+"""
+import importlib
+import importlib.util
+
+_HOME = {
+    "Scenario": "config", "load_scenario": "config",
+    "ScenarioError": "errors",
+    "Result": "results", "Run": "results",
+    "simulate": "simulation",
+    "sweep": "sweeps", "sweep_grid": "sweeps",
+}
+__all__ = list(_HOME)
+
+
+def __getattr__(name):
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:    # dpsim.plot, dpsim.diagnosis, ...
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'dpsim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOME))
