@@ -165,7 +165,7 @@ def profile_dict(m):
         "data": {"source": "synthetic"},
         # mpi_impl's 1-bit makes two MPI calls (signs, scales) per phase where dpsim sends one
         # message: the second call's latency is the per-message overhead.
-        "sync": {"message_overhead_us": round(lat, 3), "bucket_mb": 0.0, "overlap": False},
+        "sync": {"message_overhead_us": round(lat, 3), "bucket_mib": 0.0, "overlap": False},
     }
     prof["compute"]["kernel_launch_us"] = round(launch_cost(prof, pp["sync_s"].get("1bit")), 3)
     return prof

@@ -16,7 +16,7 @@ How the CPU machine maps onto dpsim (course/README.md says it in words):
                     the measured link (shared memory)
   --sync            sync.strategy of the same name; `mpi` (MPI_Allreduce) is simulated as ring
   --compress        sync.compression none | 1bit
-  no overlap        sync.bucket_mb = 0, sync.overlap = false: one sync after backward
+  no overlap        sync.bucket_mib = 0, sync.overlap = false: one sync after backward
   1 rank            no sync at all in dpsim (strategy none)
   probed parts      compute speed (gpu_speed), update (mem_bw_gbs), the division by N and
                     batch taking (overhead_ms), the link: bandwidth from the ping-pong,
@@ -56,7 +56,7 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
     c, comp, s = d.setdefault("cluster", {}), d.setdefault("compute", {}), d.setdefault("sync", {})
     c.update(nodes=1, gpus_per_node=ranks, gpus_per_pcie_switch=ranks)
     s.update(strategy="none" if ranks == 1 else ("ring" if sync == "mpi" else sync),
-             compression=compress if ranks > 1 else "none", bucket_mb=0.0, overlap=False)
+             compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False)
     d.setdefault("data", {})["source"] = "synthetic"
     t = d.setdefault("training", {})
     t.update(iterations=4, warmup_iterations=1)

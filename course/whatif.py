@@ -19,15 +19,13 @@ iteration is enough: with synthetic data and no jitter every iteration is the sa
 import matplotlib.pyplot as plt
 
 import dpsim
+from dpsim.vocabulary import BREAKDOWN, COLOURS
 
 GPUS_PER_NODE = 4
 GPU_COUNTS = (1, 2, 4, 8, 16, 32)
 BATCHES = (8, 16, 32, 64, 128, 256)
-STRATEGIES = ("ring", "hierarchical", "tree", "sharded-ps", "ps")
+STRATEGIES = ("ring", "hierarchical", "halving-doubling", "recursive-doubling", "sharded-ps", "ps")
 DEFAULTS = {"bandwidth_gbs": 1.25, "batch_per_gpu": 64, "gpus": 16, "strategy": "ring"}
-PARTS = ("compute", "data_wait", "exposed_comm", "compression", "straggler_wait", "update")
-COLOURS = {"compute": "#4c72b0", "data_wait": "#dd8452", "exposed_comm": "#c44e52",
-           "compression": "#8172b3", "straggler_wait": "#937860", "update": "#55a868"}
 
 
 def scenario(bandwidth_gbs, batch_per_gpu, strategy) -> dict:
@@ -84,7 +82,7 @@ def draw(bandwidth_gbs=DEFAULTS["bandwidth_gbs"], batch_per_gpu=DEFAULTS["batch_
 
     labels = ["1 GPU", f"{last.gpus} GPUs"]
     bottoms = [0.0, 0.0]
-    for part in PARTS:
+    for part in BREAKDOWN:
         values = [one.breakdown_s.get(part, 0.0) * 1e3, last.breakdown_s.get(part, 0.0) * 1e3]
         if any(v > 0 for v in values):
             right.bar(labels, values, bottom=bottoms, color=COLOURS[part], label=part.replace("_", " "))

@@ -3,7 +3,8 @@
 alpha: latency of one message (s); beta: seconds per byte on a link (1 / bandwidth);
 gamma: seconds per byte reduced (3 / memory bandwidth: read two arrays, write one).
 m is the gradient in bytes, n the number of GPUs. Sources: Thakur, Rabenseifner & Gropp,
-IJHPCA 2005 (ring, recursive doubling); Patarasuk & Yuan 2009 (ring); d2l.ai, "Parameter
+IJHPCA 2005 (ring, recursive doubling, halving-doubling); Rabenseifner, ICCS 2004
+(halving-doubling); Patarasuk & Yuan 2009 (ring); d2l.ai, "Parameter
 Servers" (parameter server, sharding) and "Hardware" (t1, t2).
 
 These assume that nothing contends beyond what each formula says (the parameter server's
@@ -36,13 +37,31 @@ def sharded_ps(n, m, alpha, beta, gamma=0.0):
     return 2 * alpha + 2 * (n - 1) / n * m * beta + (n - 1) / n * m * gamma
 
 
-def tree(n, m, alpha, beta, gamma=0.0):
-    """Recursive doubling, with the fold and unfold when n is not a power of two."""
+def _fold(n, m, alpha, beta, gamma):
+    """(p, cost of folding ranks beyond the largest power of two p <= n in and back out)."""
     p = 1 << (n.bit_length() - 1)
-    t = math.log2(p) * (alpha + m * beta + m * gamma)
-    if n > p:
-        t += 2 * (alpha + m * beta) + m * gamma
-    return t
+    return p, (2 * (alpha + m * beta) + m * gamma if n > p else 0.0)
+
+
+def recursive_doubling(n, m, alpha, beta, gamma=0.0):
+    """log2 p swaps of the whole vector, with the fold and unfold when n is not a power of two."""
+    p, fold = _fold(n, m, alpha, beta, gamma)
+    return math.log2(p) * (alpha + m * beta + m * gamma) + fold
+
+
+def halving_doubling(n, m, alpha, beta, gamma=0.0):
+    """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather over the
+    largest power of two p <= n: the ring's bytes in 2 log2 p steps (plus the fold)."""
+    p, fold = _fold(n, m, alpha, beta, gamma)
+    return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma + fold
+
+
+def mpi(n, m, alpha, beta, gamma=0.0):
+    """MPI_Allreduce as MPICH 5 picks it (dpsim/strategies/mpi.py): recursive doubling for at
+    most 8 bytes or fewer FP32 values than p, else halving-doubling."""
+    from .strategies.mpi import choice
+    formula = recursive_doubling if choice(n, m) == "recursive-doubling" else halving_doubling
+    return formula(n, m, alpha, beta, gamma)
 
 
 def hierarchical(nodes, g, m, alpha_intra, beta_intra, alpha_inter, beta_inter, gamma=0.0):

@@ -37,7 +37,7 @@ def scenario(gpus: int):
                     "intra": "nvlink2", "inter": "ib-edr", "host_link": "pcie3"},
         "model": {"preset": "resnet50"},
         "training": {"iterations": 10, "warmup_iterations": 0},
-        "sync": {"strategy": "ring", "bucket_mb": 25},
+        "sync": {"strategy": "ring", "bucket_mib": 25},
     })
 
 
@@ -56,7 +56,7 @@ def timed_run(sc, fast: bool) -> dict:
     out = eng.run()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"path": eng.path, "wall_s": wall, "cpu_s": cpu, "events": events, "events_per_s": events / wall,
-            "iteration_time_s": out["iteration_time_s"]}
+            "iteration_time_s": out.iteration_time_s}
 
 
 def bench(gpus: int, detailed_max: int = 64) -> dict:

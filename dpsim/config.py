@@ -10,11 +10,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hardware, models
+from . import hardware, models, strategies
 from .errors import ScenarioError
+from .vocabulary import RENAMED, unknown_algorithm
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-STRATEGIES = ("ring", "ps", "sharded-ps", "tree", "hierarchical", "dataparallel", "none")
+STRATEGIES = (*strategies.MODULES, "none")       # the names of dpsim.vocabulary.ALGORITHMS it simulates
 PS_LOCATIONS = ("gpu0", "cpu")
 COMPRESSIONS = ("none", "1bit", "fp16")
 PRECISIONS = ("fp32", "fp16")
@@ -104,7 +105,7 @@ class SyncConfig:
     strategy: str = _spec("ring", choices=STRATEGIES)
     ps_location: str = _spec("gpu0", choices=PS_LOCATIONS)
     compression: str = _spec("none", choices=COMPRESSIONS)
-    bucket_mb: float = _spec(25.0, nonneg=True, doc="gradient bucket size; 0 = one bucket after backward")
+    bucket_mib: float = _spec(25.0, nonneg=True, doc="gradient bucket size in MiB; 0 = one bucket after backward")
     overlap: bool = _spec(True, doc="sync each bucket as soon as backward produces it")
     warmup_samples: int = _spec(0, nonneg=True, doc="full-precision samples before compression starts (CNTK -a)")
     staging: str = _spec("direct", choices=STAGINGS, doc="host = every message goes through host memory (MPI without CUDA awareness)")
@@ -141,6 +142,26 @@ class Scenario:
     @property
     def gpus(self) -> int:
         return self.cluster.nodes * self.cluster.gpus_per_node
+
+    @property
+    def processes_per_node(self) -> int:
+        """Training processes per node, each with its own loader workers, one host core, and the
+        batches of gpus_per_process GPUs to load: one per node for a strategy that drives the
+        node from one process (DataParallel), else one per GPU."""
+        if self.gpus > 1 and strategies.hook(self.sync.strategy, "ONE_PROCESS_PER_NODE"):
+            return 1
+        return self.cluster.gpus_per_node
+
+    @property
+    def gpus_per_process(self) -> int:
+        return self.cluster.gpus_per_node // self.processes_per_node
+
+    @property
+    def gpus_per_host_thread(self) -> int:
+        """GPUs whose kernels one host thread issues: the node's under DataParallel, else
+        compute.gpus_per_process (MXNet's engine and TensorFlow's towers issue them all from one
+        process while every GPU keeps a loader of its own; mxnet-vs-tf-4gpu is fitted that way)."""
+        return max(self.gpus_per_process, min(self.compute.gpus_per_process, self.cluster.gpus_per_node))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -246,6 +267,8 @@ def _check_field(f: dataclasses.Field, value, key):
     elif not isinstance(value, (str, dict)):   # preset name or inline table
         raise ScenarioError(key, f"expected a preset name or an inline table, got {value!r}")
     if meta.get("choices") and value not in meta["choices"]:
+        if value in RENAMED:
+            raise ScenarioError(key, unknown_algorithm(value, meta["choices"]))
         raise ScenarioError(key, f"unknown value {value!r}; choose one of: {', '.join(meta['choices'])}")
     if meta.get("positive") and not value > 0:
         raise ScenarioError(key, f"must be > 0, got {value!r}")
@@ -256,12 +279,20 @@ def _check_field(f: dataclasses.Field, value, key):
     return value
 
 
+# Keys that were renamed, and why: a file that still uses one fails with this hint.
+RENAMED_KEYS = {
+    "sync.bucket_mb": "renamed sync.bucket_mib (the same size, in MiB as it always was: one unit, named so)",
+}
+
+
 def _build_section(name: str, table) -> object:
     cls = SECTIONS[name]
     if not isinstance(table, dict):
         raise ScenarioError(name, f"expected a table, got {table!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for k in table:
+        if f"{name}.{k}" in RENAMED_KEYS:
+            raise ScenarioError(f"{name}.{k}", RENAMED_KEYS[f"{name}.{k}"])
         if k not in fields:
             raise ScenarioError(f"{name}.{k}", f"unknown key; allowed: {', '.join(fields)}")
     values = {k: _check_field(fields[k], v, f"{name}.{k}") for k, v in table.items()}
@@ -313,12 +344,7 @@ def _check_resolves(sc: Scenario, model_table: dict):
     if sc.sync.update_location == "cpu" and not (sc.sync.strategy == "ps" and sc.sync.ps_location == "cpu"):
         raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
                             "strategy = \"ps\" and ps_location = \"cpu\"")
-    if sc.sync.compression == "1bit" and sc.sync.strategy == "dataparallel":
-        raise ScenarioError("sync.compression", "1bit replaces the all-reduce with its own striped exchange; "
-                            "it cannot wrap dataparallel's reduce to GPU 0")
-    if sc.sync.strategy == "dataparallel" and sc.cluster.nodes > 1:
-        raise ScenarioError("sync.strategy", "dataparallel drives the GPUs of one node only (PyTorch "
-                            "DataParallel); for several nodes choose ring, hierarchical, ps, sharded-ps or tree")
+    strategies.hook(sc.sync.strategy, "check")(sc)
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
@@ -332,6 +358,17 @@ def parse_value(text: str):
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+
+
+def parse_sets(pairs) -> dict:
+    """--set KEY=VALUE pairs (repeatable) -> {KEY: value}, values as parse_value reads them."""
+    out = {}
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ScenarioError("--set", f"expected section.key=value, got {pair!r}")
+        out[key.strip()] = parse_value(value.strip())
+    return out
 
 
 def apply_overrides(data: dict, overrides: dict) -> dict:

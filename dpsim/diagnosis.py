@@ -27,7 +27,7 @@ Knobs, read from the scenario:
   communication  overlap, if it is off and backward (2/3 of compute) lasts at least HIDEABLE
                  of one sync; a ring instead of DataParallel or a parameter server on GPU 0 or
                  the CPU; 1-bit over a network no faster than SLOW_NETWORK_GBS between nodes;
-                 hierarchical for a flat ring or tree over several nodes; a bigger batch below
+                 hierarchical for a flat ring or doubling over several nodes; a bigger batch below
                  SMALL_BATCH per GPU; fp16 gradients; else faster links.
   straggler      fix or drop the slow GPU (cluster.gpu_speed), or find the jitter.
   compression    off when it loses; fewer, larger buckets when it wins but its kernels cost.
@@ -43,6 +43,7 @@ SLOW_NETWORK_GBS = 1.25   # 10 GbE or slower between nodes: 1-bit's 1/28 of the 
 SMALL_BATCH = 32          # per-GPU batches below this leave a fixed sync cost poorly amortised
 BACKWARD = 2 / 3          # backward's part of compute (dpsim.compute)
 
+# A cause, in the words of the verdict, and the part of dpsim.vocabulary.BREAKDOWN it is measured by.
 PARTS = {"compute": "compute", "communication": "exposed_comm", "data loading": "data_wait",
          "straggler": "straggler_wait", "compression": "compression"}
 
@@ -67,7 +68,7 @@ def diagnose(sc, res) -> Diagnosis:
     shares = {cause: res.breakdown_s.get(key, 0.0) / it for cause, key in PARTS.items()}
     worst = max((c for c in PARTS if c != "compute"), key=shares.get)
     plain = res.uncompressed
-    if plain and plain["iteration_time_s"] < it:
+    if plain and plain.iteration_time_s < it:
         cause = "compression"
     elif shares[worst] >= OVERHEAD_BOUND or shares[worst] > shares["compute"]:
         cause = worst
@@ -104,9 +105,8 @@ def compute_advice(sc, res):
 
 def data_advice(sc, res):
     d, c = sc.data, sc.cluster
-    one_process = sc.sync.strategy == "dataparallel" and sc.gpus > 1     # as dpsim.pipeline counts
-    procs = 1 if one_process else c.gpus_per_node
-    samples = sc.training.batch_per_gpu * (sc.gpus if one_process else 1)
+    procs = sc.processes_per_node                         # as dpsim.pipeline counts them
+    samples = sc.training.batch_per_gpu * sc.gpus_per_process
     cores = max(c.cpu_cores - procs, 1)                   # one core per training process, the rest load
     free = max(cores // procs, 1)                         # loader cores per training process
     decode = samples * d.decode_ms_per_sample / 1e3
@@ -128,8 +128,8 @@ def comm_advice(sc, res):
     backward, sync = BACKWARD * res.breakdown_s["compute"], res.sync_time_s
     detail = (f"one sync takes {ms(sync)}, {sync / backward:.1f}x the {ms(backward)} backward pass it could hide behind"
               if sync > backward else f"one sync takes {ms(sync)}, short enough to hide behind the {ms(backward)} backward pass")
-    if (not s.overlap or s.bucket_mb == 0) and backward >= HIDEABLE * sync:
-        sets = ("--set sync.overlap=true " if not s.overlap else "") + ("--set sync.bucket_mb=25" if s.bucket_mb == 0 else "")
+    if (not s.overlap or s.bucket_mib == 0) and backward >= HIDEABLE * sync:
+        sets = ("--set sync.overlap=true " if not s.overlap else "") + ("--set sync.bucket_mib=25" if s.bucket_mib == 0 else "")
         return "overlap", detail + ", but waits for backward to end", f"sync each bucket as backward produces it: {sets.strip()}"
     if s.strategy == "dataparallel":
         return ("ring-not-dataparallel", detail + "; DataParallel funnels everything through GPU 0",
@@ -140,7 +140,7 @@ def comm_advice(sc, res):
     if c.nodes > 1 and sc.link_spec("inter").bandwidth_gbs <= SLOW_NETWORK_GBS and s.compression == "none":
         return ("1bit", detail + f"; the network between nodes carries {sc.link_spec('inter').bandwidth_gbs:g} GB/s",
                 "send 1/28 of the bytes: --set sync.compression=1bit (or --set sync.compression=fp16 for half)")
-    if c.nodes > 1 and s.strategy in ("ring", "tree"):
+    if c.nodes > 1 and s.strategy in ("ring", "recursive-doubling", "halving-doubling", "mpi"):
         return ("hierarchical", detail + f"; a flat {s.strategy} crosses the network between {c.nodes} nodes",
                 "reduce inside each node first: --set sync.strategy=hierarchical")
     if b < SMALL_BATCH:
@@ -165,14 +165,14 @@ def straggler_advice(sc, res):
 def compression_advice(sc, res):
     name, plain = sc.sync.compression, res.uncompressed
     codec = ms(res.breakdown_s["compression"])
-    if plain and plain["iteration_time_s"] < res.iteration_time_s:
-        slower = res.iteration_time_s / plain["iteration_time_s"] - 1
+    if plain and plain.iteration_time_s < res.iteration_time_s:
+        slower = res.iteration_time_s / plain.iteration_time_s - 1
         return ("compression-off", f"{name} encode/decode takes {codec}, and the iteration is {slower:.0%} slower "
-                f"than without compression ({ms(res.iteration_time_s)} vs {ms(plain['iteration_time_s'])}): "
+                f"than without compression ({ms(res.iteration_time_s)} vs {ms(plain.iteration_time_s)}): "
                 f"the codec costs more than it saves", "turn it off: --set sync.compression=none")
     detail = f"{name} encode/decode takes {codec}, yet the iteration is faster than without it"
-    if sc.sync.bucket_mb < 1:
-        return "bigger-buckets", detail, "fewer, larger buckets launch fewer kernels: --set sync.bucket_mb=25"
+    if sc.sync.bucket_mib < 1:
+        return "bigger-buckets", detail, "fewer, larger buckets launch fewer kernels: --set sync.bucket_mib=25"
     return "none", detail, "keep it"
 
 

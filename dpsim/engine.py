@@ -14,15 +14,15 @@ assumed not to slow backward down (NCCL uses a few SMs; we ignore them).
 GPUs can differ: `cluster.gpu_speed` gives each a speed factor and `compute.jitter` draws a
 random factor per GPU and iteration (seeded). Every step waits for the slowest GPU.
 
-Where the time went (the breakdown) is measured on the critical path, so its parts add up to
-the iteration time:
+Where the time went (the breakdown, dpsim.vocabulary.BREAKDOWN) is measured on the critical
+path, so its parts add up to the iteration time:
   data_wait       waiting for the input pipeline and the host-to-GPU copy
   compute         forward and backward of the average GPU
   straggler_wait  how much longer the slowest GPU computed than the average one
   exposed_comm    communication the GPUs wait for (the part of the sync not hidden behind
-                  backward; DataParallel's scatter, replicate and gather)
-  compression     encode/decode kernels on the critical path (1-bit, FP16), counted before
-                  exposed_comm
+                  backward; what a strategy's hooks move before and after forward)
+  compression     encode/decode kernels on the critical path (1-bit, FP16): the wait after
+                  backward is split by vocabulary.split_sync_wait, as mpi_impl splits its own
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
@@ -40,9 +40,8 @@ from .cluster import Cluster
 from .comm import Comm
 from .network import Network
 from .pipeline import InputPipeline
-from .strategies import dataparallel
-
-PHASES = ("compute", "data_wait", "exposed_comm", "compression", "straggler_wait", "update")
+from .results import Run
+from .vocabulary import BREAKDOWN, split_sync_wait
 
 
 class Engine:
@@ -61,12 +60,15 @@ class Engine:
                          s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
-        self.strategy = s.strategy
         self.cpu_update = s.update_location == "cpu"
         cpu_update_s = compute.UPDATE_BYTES_PER_PARAM / (c.host_mem_bw_gbs * 1e9) if self.cpu_update else 0.0
         many = len(self.ranks) > 1
         self.allreduce = strategies.allreduce_for(s, None, cpu_update_s) if many else None
         self.allreduce_full = strategies.allreduce_for(s, "none", cpu_update_s) if many else None
+        hook = lambda name: strategies.hook(s.strategy if many else "none", name)
+        self.before_forward, self.after_forward = hook("before_forward"), hook("after_forward")
+        self.broadcast_weights = hook("broadcast_weights")
+        self.updaters = [] if self.cpu_update else hook("updaters")(self.ranks)
         self.pipeline = InputPipeline(self.env, sc, self.comm, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
@@ -110,15 +112,11 @@ class Engine:
         phases["data_wait"] += env.now - start
         factors = self._factors()
         slowest, mean = max(factors), sum(factors) / len(factors)
-        dp = self.strategy == "dataparallel" and self.allreduce is not None
-        if dp:
-            yield from self._communicate(
-                dataparallel.pre_forward(self.comm, self.ranks, w.grad_bytes, batch * w.input_bytes), phases)
+        yield from self._communicate(self.before_forward(self.comm, self.ranks, w, batch), phases)
         yield self._compute("forward", w.forward_s, factors)
         phases["compute"] += w.forward_s * mean
         phases["straggler_wait"] += w.forward_s * (slowest - mean)
-        if dp:
-            yield from self._communicate(dataparallel.post_forward(self.comm, self.ranks, batch * w.output_bytes), phases)
+        yield from self._communicate(self.after_forward(self.comm, self.ranks, w, batch), phases)
         backward_start, codec_before = env.now, self.comm.codec_s
         if self.allreduce is not None:
             compressed = k * self.global_batch >= self.sc.sync.warmup_samples
@@ -129,13 +127,12 @@ class Engine:
         phases["straggler_wait"] += w.backward_s * (slowest - mean)
         if self.allreduce is not None:
             yield sync
-            exposed = env.now - (backward_start + w.backward_s * slowest)
-            codec = min(exposed, self.comm.codec_s - codec_before)
+            wait = env.now - (backward_start + w.backward_s * slowest)
+            exposed, codec = split_sync_wait(wait, self.comm.codec_s - codec_before)
             phases["compression"] += codec
-            phases["exposed_comm"] += exposed - codec
-        if not self.cpu_update:
-            lanes = self.ranks[:1] if dp else self.ranks
-            yield self._compute("update", w.update_s, [1.0] * len(lanes), lanes)
+            phases["exposed_comm"] += exposed
+        if self.updaters:
+            yield self._compute("update", w.update_s, [1.0] * len(self.updaters), self.updaters)
             phases["update"] += w.update_s
 
     # -- whole runs
@@ -151,31 +148,30 @@ class Engine:
         cycle = d.workers
         return max(t.warmup_iterations, 2 * cycle), -(-t.iterations // cycle) * cycle
 
-    def run(self) -> dict:
+    def run(self) -> Run:
         """Warm up, then measure; per-iteration means."""
         warmup, measured = self.window()
         if self.trace is not None:
             self.trace.warmup_iterations = warmup
-        out = {}
+        out = []
 
         def main():
-            scratch = dict.fromkeys(PHASES, 0.0)
+            scratch = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup):
                 yield from self.iteration(k, scratch)
             start, sent_before = self.env.now, dict(self.net.bytes_sent)
-            phases = dict.fromkeys(PHASES, 0.0)
+            phases = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup, warmup + measured):
                 yield from self.iteration(k, phases)
-            out["iteration_time_s"] = (self.env.now - start) / measured
-            out["breakdown_s"] = {k: v / measured for k, v in phases.items()}
             sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
-            out["bytes_sent_per_gpu"] = sum(sent) / len(sent) / measured
+            out.append(Run((self.env.now - start) / measured, {k: v / measured for k, v in phases.items()},
+                           sum(sent) / len(sent) / measured))
 
         self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
         if self.net.disturbed:          # a replayed collective shared the network after all
             self.fell_back = True
             return type(self)(self.sc, self.trace, fast=False).run()
-        return out
+        return out[0]
 
     def sync_alone(self) -> float:
         """Seconds for one gradient synchronisation with nothing else running."""
@@ -183,8 +179,7 @@ class Engine:
             return 0.0
 
         def main():
-            if self.strategy == "dataparallel":
-                yield from dataparallel.chain(self.comm, self.ranks, self.work.grad_bytes, False, "replicate")
+            yield from self.broadcast_weights(self.comm, self.ranks, self.work)
             for bucket in self.work.buckets:
                 yield from self.allreduce(self.comm, self.ranks, bucket.nbytes)
 

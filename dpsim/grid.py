@@ -12,9 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import cli, config
+from . import config
 from .errors import ScenarioError
-from .simulate import sweep_grid
+from .report import describe
+from .sweeps import sweep_grid
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -112,7 +113,7 @@ def plot_series(rows, varied, name) -> dict:
 # ------------------------------------------------------------------ the command
 
 def cmd_sweep(args):
-    fixed = cli.parse_sets(args.set)
+    fixed = config.parse_sets(args.set)
     varied = parse_vary(args.vary, fixed)
     if args.plot and not Path(args.plot).resolve().parent.is_dir():
         raise ScenarioError("--plot", f"no directory to write {args.plot!r} into")
@@ -127,7 +128,7 @@ def cmd_sweep(args):
         json.dump([{"settings": settings, **r.to_dict()} for settings, r in rows], sys.stdout, indent=2)
         print()
         return
-    print(cli.describe(sc))
+    print(describe(sc))
     if varied:
         print("varied: " + "; ".join(f"{k} = {', '.join(show(v) for v in vs)}" for k, vs in varied.items()))
     print_grid(rows, varied)

@@ -1,9 +1,9 @@
 """The input pipeline: loader workers decoding batches on the node's CPU cores, a prefetch
 queue, and the copy from host memory to the GPU.
 
-Per training process (one per GPU; one per node for DataParallel, which loads the whole
-node's batch in one process) there are `workers` loader processes, as in PyTorch's
-DataLoader(num_workers=...). Each worker builds whole batches: a batch of b samples takes
+Per training process (Scenario.processes_per_node: one per GPU, unless one process drives
+several GPUs, as DataParallel, MXNet and TensorFlow's towers do, and loads the batches of all
+of them) there are `workers` loader processes, as in PyTorch's DataLoader(num_workers=...). Each worker builds whole batches: a batch of b samples takes
 b x decode_ms_per_sample on one core. Workers put finished batches in a queue of
 `prefetch_batches` and wait when it is full, so with W workers a batch is ready every
 b x decode / W in steady state while the GPU computes.
@@ -26,11 +26,11 @@ class InputPipeline:
         self.real = data.source == "real"
         if not self.real:
             return
-        batch = sc.training.batch_per_gpu
-        one_process = sc.sync.strategy == "dataparallel" and len(ranks) > 1
-        # (GPU the batch is copied to, samples per batch) for each training process
-        self.consumers = [(ranks[0], batch * len(ranks))] if one_process else [(r, batch) for r in ranks]
-        processes_per_node = 1 if one_process else c.gpus_per_node
+        batch, per_process = sc.training.batch_per_gpu, sc.gpus_per_process
+        # (GPU the batch is copied to, samples per batch) for each training process: its first GPU
+        self.consumers = [(ranks[i], batch * len(ranks[i:i + per_process]))
+                          for i in range(0, len(ranks), per_process)]
+        processes_per_node = sc.processes_per_node
         loader_cores = max(c.cpu_cores - processes_per_node, 1)
         wanting = data.workers * processes_per_node
         self.slowdown = max(1.0, wanting / loader_cores) if data.workers else \

@@ -19,11 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .errors import ScenarioError  # noqa: E402
+from .vocabulary import BREAKDOWN, COLOURS  # noqa: E402
 
-# Breakdown parts in the order they stack, bottom up, with one colour each.
-PARTS = ["compute", "data_wait", "exposed_comm", "compression", "straggler_wait", "update"]
-PART_COLOURS = {"compute": "#4c72b0", "data_wait": "#dd8452", "exposed_comm": "#c44e52",
-                "compression": "#8172b3", "straggler_wait": "#937860", "update": "#55a868"}
 
 
 def _save(fig, path):
@@ -67,16 +64,17 @@ def scaling(series, path=None, title=""):
 
 
 def breakdown(results, path=None, labels=None, title=""):
-    """Stacked bars of where an iteration's time goes (ms), one bar per result. `results` are
-    Results or dicts with a `breakdown_s` (e.g. `Result.uncompressed`)."""
-    bds = [r["breakdown_s"] if isinstance(r, dict) else r.breakdown_s for r in results]
+    """Stacked bars of where an iteration's time goes (ms), one bar per result: anything with a
+    `breakdown_s` (a Result, or a Run such as `Result.uncompressed`), stacked bottom up in the
+    order of dpsim.vocabulary.BREAKDOWN."""
+    bds = [r.breakdown_s for r in results]
     labels = labels or [f"run {i + 1}" for i in range(len(bds))]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(bds) + 2.5), 4.8))
     bottom = [0.0] * len(bds)
-    for part in PARTS:
+    for part in BREAKDOWN:
         heights = [bd.get(part, 0.0) * 1e3 for bd in bds]
         if any(heights):
-            ax.bar(labels, heights, bottom=bottom, color=PART_COLOURS[part], label=part.replace("_", " "), width=0.6)
+            ax.bar(labels, heights, bottom=bottom, color=COLOURS[part], label=part.replace("_", " "), width=0.6)
             bottom = [b + h for b, h in zip(bottom, heights)]
     for x, total in enumerate(bottom):
         ax.annotate(f"{total:.1f} ms", (x, total), ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")

@@ -1,5 +1,18 @@
-"""Results, as the result contract in DESIGN.md lists them."""
+"""What a simulation returns: a Run (the engine's measurements of one scenario) and a Result
+(a Run set against one GPU, as `dpsim run --json` prints it; README.md lists its keys)."""
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Run:
+    """Per-iteration means over the measured iterations of one simulated run."""
+    iteration_time_s: float
+    breakdown_s: dict              # the parts of dpsim.vocabulary.BREAKDOWN: they sum to iteration_time_s
+    bytes_sent_per_gpu: float
+
+    def to_dict(self) -> dict:
+        return {"iteration_time_s": self.iteration_time_s, "breakdown_s": dict(self.breakdown_s),
+                "bytes_sent_per_gpu": self.bytes_sent_per_gpu}
 
 
 @dataclass(frozen=True)
@@ -10,12 +23,11 @@ class Result:
     scaling_efficiency: float      # speedup / GPUs
     sync_time_s: float             # one gradient synchronisation on its own
     bytes_sent_per_gpu: float      # per iteration, mean over GPUs
-    breakdown_s: dict              # compute, data_wait, exposed_comm, update: sums to iteration_time_s
+    breakdown_s: dict              # the parts of dpsim.vocabulary.BREAKDOWN: they sum to iteration_time_s
     scenario: dict                 # the resolved config
     gpus: int = 0
     trace: object = field(default=None, repr=False, compare=False)
-    # with compression: the same scenario without it (iteration_time_s, breakdown_s, bytes_sent_per_gpu)
-    uncompressed: dict | None = None
+    uncompressed: Run | None = None    # with compression: the same scenario without it
 
     def to_dict(self) -> dict:
         return {
@@ -28,5 +40,5 @@ class Result:
             "breakdown_s": dict(self.breakdown_s),
             "gpus": self.gpus,
             "scenario": self.scenario,
-            **({"uncompressed": self.uncompressed} if self.uncompressed else {}),
+            **({"uncompressed": self.uncompressed.to_dict()} if self.uncompressed else {}),
         }

@@ -2,18 +2,19 @@
 
 Buckets follow PyTorch DistributedDataParallel (Li et al., "PyTorch Distributed", VLDB 2020):
 walking the layers in the order backward produces their gradients, a bucket is closed once it
-holds at least `bucket_mb` MiB (DDP's bucket_cap_mb, default 25 MiB), and it is ready to
-synchronise the moment backward has produced its last gradient. `bucket_mb = 0` means one
+holds at least `bucket_mib` MiB (DDP's bucket_cap_mb, default 25 MiB), and it is ready to
+synchronise the moment backward has produced its last gradient. `bucket_mib = 0` means one
 bucket holding everything, ready when backward ends (no overlap possible).
 Gradients are FP32: 4 bytes per parameter (mixed precision keeps FP32 master gradients).
 Compute per iteration is the GPU's time (dpsim.compute) unless one host thread cannot issue
 the kernels fast enough: with several GPUs driven by one process, forward + backward take
 max(GPU time, GPUs in the process x compute.dispatch_ms_per_gpu) -- the low GPU
-utilisation that shows up in a profile (BRIEF story 3).
+utilisation that shows up in a profile (the mxnet-vs-tf-4gpu scenario).
 """
 from dataclasses import dataclass
 
 from . import compute
+from .vocabulary import MIB
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -77,12 +78,11 @@ def build(sc) -> Workload:
     peak = gpu.fp32_tflops if c.precision == "fp32" else gpu.fp16_tflops
     total = compute.compute_time_s(model.flops_per_sample, sc.training.batch_per_gpu, peak,
                                    c.efficiency, c.half_batch)
-    per_process = sc.cluster.gpus_per_node if sc.sync.strategy == "dataparallel" else c.gpus_per_process
-    total = max(total, min(per_process, sc.cluster.gpus_per_node) * c.dispatch_ms_per_gpu / 1e3)
+    total = max(total, sc.gpus_per_host_thread * c.dispatch_ms_per_gpu / 1e3)
     forward_s, backward_s = total / 3 + c.overhead_ms / 1e3, total * 2 / 3
     grads = model.grad_bytes_backward(GRAD_BYTES_PER_PARAM)
     buckets = make_buckets(grads, model.backward_flops_fraction(), backward_s,
-                           sc.sync.bucket_mb * 2**20)
+                           sc.sync.bucket_mib * MIB)
     inp, out = input_output_bytes(sc.model.preset)
     return Workload(forward_s, backward_s, compute.update_time_s(model.params, gpu.mem_bw_gbs),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

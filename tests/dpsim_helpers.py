@@ -9,5 +9,5 @@ def star(n, bandwidth_gbs=10.0, latency_us=5.0, params=25_000_000, strategy="rin
                     "intra": {"bandwidth_gbs": bandwidth_gbs, "latency_us": latency_us},
                     "host_link": {"bandwidth_gbs": bandwidth_gbs, "latency_us": latency_us}},
         "model": {"params": params, "flops_per_sample": 1e9},
-        "sync": {"strategy": strategy, "bucket_mb": 0, **sync},
+        "sync": {"strategy": strategy, "bucket_mib": 0, **sync},
     }

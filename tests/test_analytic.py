@@ -18,7 +18,7 @@ def sync_seconds(data):
 def test_ring_100mb_on_8_gpus_at_10gbs():
     m, n = 100e6, 8
     simulated = sync_seconds(star(n, 10.0, 5.0, params=int(m / 4)))
-    # The case, written out from the textbook: 2(n-1) steps of m/n bytes at 10 GB/s.
+    # Written out from the textbook: 2(n-1) steps of m/n bytes at 10 GB/s.
     by_hand = 2 * (n - 1) * (2 * 5e-6 + (m / n) / 10e9) + (n - 1) / n * m * V100_GAMMA
     assert simulated == pytest.approx(by_hand, rel=0.01)
     assert simulated == pytest.approx(analytic.ring(n, m, 10e-6, 1 / 10e9, V100_GAMMA), rel=0.01)
@@ -26,7 +26,9 @@ def test_ring_100mb_on_8_gpus_at_10gbs():
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8])
 @pytest.mark.parametrize("strategy, formula", [
-    ("ring", analytic.ring), ("ps", analytic.ps), ("sharded-ps", analytic.sharded_ps), ("tree", analytic.tree)])
+    ("ring", analytic.ring), ("ps", analytic.ps), ("sharded-ps", analytic.sharded_ps),
+    ("recursive-doubling", analytic.recursive_doubling), ("halving-doubling", analytic.halving_doubling),
+    ("mpi", analytic.mpi)])
 def test_strategies_match_closed_forms(strategy, formula, n):
     m = 64e6
     simulated = sync_seconds(star(n, 12.5, 3.0, params=int(m / 4), strategy=strategy))
@@ -69,7 +71,7 @@ def test_d2l_lecture_figures():
     base = load_scenario("d2l-ps-vs-ring", {
         "cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9,
         "cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0},
-        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mb": 0})
+        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mib": 0})
     for overrides, ms in [({"sync.ps_location": "gpu0"}, 60), ({"sync.ps_location": "cpu"}, 80),
                           ({"sync.strategy": "sharded-ps"}, 15)]:
         assert Engine(base.with_overrides(overrides)).sync_alone() * 1e3 == pytest.approx(ms, rel=0.01)
@@ -94,7 +96,7 @@ def test_ps_speedup_falls_with_gpus_in_a_sweep():
     runs = sweep(data, gpus=[2, 4, 8])
     eff = [r.scaling_efficiency for r in runs]
     assert eff[0] > eff[1] > eff[2]
-    ring = sweep({**data, "sync": {"strategy": "ring", "bucket_mb": 0}}, gpus=[2, 4, 8])
+    ring = sweep({**data, "sync": {"strategy": "ring", "bucket_mib": 0}}, gpus=[2, 4, 8])
     assert ring[2].speedup > runs[2].speedup
 
 
@@ -104,12 +106,12 @@ def test_max_t1_t2_rule_with_fine_buckets():
     data = star(4, 10.0, 1.0, params=50_000_000)
     data["model"].update(flops_per_sample=3e9, layers=200)
     data["training"] = {"batch_per_gpu": 16}
-    data["sync"].update(bucket_mb=2, overlap=True)
+    data["sync"].update(bucket_mib=2, overlap=True)
     sc = load_scenario(data)
     eng = Engine(sc)
     w = eng.work
     t2 = Engine(sc).sync_alone()
-    it = eng.run()["iteration_time_s"] - w.update_s - w.forward_s
+    it = eng.run().iteration_time_s - w.update_s - w.forward_s
     assert it == pytest.approx(analytic.iteration_time(w.backward_s, t2), rel=0.05)
-    no_overlap = Engine(sc.with_overrides({"sync.overlap": False})).run()["iteration_time_s"] - w.update_s - w.forward_s
+    no_overlap = Engine(sc.with_overrides({"sync.overlap": False})).run().iteration_time_s - w.update_s - w.forward_s
     assert no_overlap == pytest.approx(analytic.iteration_time(w.backward_s, t2, overlap=False), rel=0.01)

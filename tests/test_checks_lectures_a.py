@@ -75,7 +75,7 @@ def test_lecture2_exercise1_ps_on_gpu0():
     assert not lecture2.exercise1(15.0)
 
 
-def test_lecture2_exercise2_ring_tree_crossover():
+def test_lecture2_exercise2_ring_recursive_doubling_crossover():
     # 14 alpha + 1.75 m beta = 3 alpha + 3 m beta  ->  m = 11 alpha / (1.25 beta)
     kb = 11 * 2e-6 * 16e9 / 1.25 / 1e3
     assert lecture2.exercise2(kb)
@@ -84,10 +84,11 @@ def test_lecture2_exercise2_ring_tree_crossover():
     assert not lecture2.exercise2(kb * 2)
 
 
-def test_lecture2_exercise3_tree_sends_most_bytes():
-    # per GPU: tree log2(8) m = 3m; ring and sharded 2 (n-1)/n m; ps on GPU 0 averages to the same
-    assert lecture2.exercise3("tree")
-    for wrong in ("ps", "ring", "sharded-ps"):
+def test_lecture2_exercise3_recursive_doubling_sends_most_bytes():
+    # per GPU: recursive doubling log2(8) m = 3m; ring, halving-doubling and sharded 2 (n-1)/n m;
+    # ps on GPU 0 averages to the same
+    assert lecture2.exercise3("recursive-doubling")
+    for wrong in ("ps", "ring", "sharded-ps", "halving-doubling"):
         assert not lecture2.exercise3(wrong)
 
 
@@ -150,8 +151,8 @@ def test_whatif_sliders_draw_once_and_redraw(monkeypatch, no_figures_left):
     panel = whatif.explore()
     assert drawn == [whatif.DEFAULTS]                    # drawn once when shown
     strategy = panel.children[1].children[1]
-    strategy.value = "tree"                              # moving a knob re-simulates
-    assert len(drawn) == 2 and drawn[-1]["strategy"] == "tree"
+    strategy.value = "halving-doubling"                  # moving a knob re-simulates
+    assert len(drawn) == 2 and drawn[-1]["strategy"] == "halving-doubling"
 
 
 def test_whatif_draw_labels_and_numbers(no_figures_left):

@@ -30,10 +30,23 @@ def test_run_json_and_text_agree():
 def test_run_a_toml_file(tmp_path):
     f = tmp_path / "mine.toml"
     f.write_text('name = "mine"\n[cluster]\ngpus_per_node = 2\n[model]\npreset = "resnet50"\n'
-                 '[sync]\nstrategy = "tree"\n')
+                 '[sync]\nstrategy = "halving-doubling"\n')
     p = dpsim("run", str(f), "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["scenario"]["name"] == "mine"
+
+
+@pytest.mark.parametrize("line, names", [
+    ('strategy = "tree"', ["sync.strategy", "recursive-doubling", "halving-doubling"]),
+    ("bucket_mb = 25", ["sync.bucket_mb", "sync.bucket_mib"]),
+])
+def test_an_old_name_in_a_users_file_fails_with_a_one_line_hint(tmp_path, line, names):
+    f = tmp_path / "old.toml"
+    f.write_text(f'[cluster]\ngpus_per_node = 2\n[sync]\n{line}\n')
+    p = dpsim("run", str(f))
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert all(name in p.stderr for name in names), p.stderr
 
 
 def test_sweep_prints_one_row_per_gpu_count():

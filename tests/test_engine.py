@@ -21,7 +21,7 @@ def test_result_follows_the_contract_and_is_json():
 
 
 def test_breakdown_adds_up_to_the_iteration():
-    for strategy in ("ring", "ps", "dataparallel", "tree"):
+    for strategy in ("ring", "ps", "dataparallel", "recursive-doubling", "halving-doubling", "mpi"):
         r = simulate("cntk-1bit-k80", {"sync.strategy": strategy})
         assert sum(r.breakdown_s.values()) == pytest.approx(r.iteration_time_s, rel=1e-9)
         assert r.throughput_samples_per_s == pytest.approx(4 * 32 / r.iteration_time_s)
@@ -58,7 +58,7 @@ def test_ring_bytes_per_gpu_are_2_n_minus_1_over_n_of_the_gradient():
 def test_overlap_hides_communication_behind_backward():
     data = star(4, 5.0, 1.0, params=25_000_000)
     data["model"].update(flops_per_sample=2e10, layers=50)   # backward ~3x longer than the sync
-    data["sync"].update(bucket_mb=4)
+    data["sync"].update(bucket_mib=4)
     on = simulate(data, {"sync.overlap": True})
     off = simulate(data, {"sync.overlap": False})
     assert on.breakdown_s["exposed_comm"] < 0.5 * off.breakdown_s["exposed_comm"]

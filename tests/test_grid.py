@@ -15,7 +15,7 @@ from dpsim.hardware import GPUS
 from dpsim_helpers import star
 from mpirun import run_mpi
 
-simulate_module = importlib.import_module("dpsim.simulate")   # dpsim.simulate is the function
+sweeps_module = importlib.import_module("dpsim.sweeps")
 V100_GAMMA = 3 / (GPUS["v100"].mem_bw_gbs * 1e9)
 SMALL = ["d2l-ps-vs-ring", "--gpus", "1,2,4", "--vary", "sync.strategy=ps,ring",
          "--vary", "sync.compression=none,1bit", "--set", "training.iterations=3"]
@@ -62,8 +62,8 @@ def test_a_batch_size_changes_the_baseline_and_a_strategy_does_not():
 
 def test_each_distinct_scenario_is_simulated_once(monkeypatch):
     calls = []
-    real_run = simulate_module.Engine.run
-    monkeypatch.setattr(simulate_module.Engine, "run", lambda self: calls.append(self.sc) or real_run(self))
+    real_run = sweeps_module.Engine.run
+    monkeypatch.setattr(sweeps_module.Engine, "run", lambda self: calls.append(self.sc) or real_run(self))
     totals = []
     vary = {"sync.strategy": ["ps", "ring"], "sync.compression": ["none", "1bit"]}
     rows = sweep_grid("d2l-ps-vs-ring", [1, 2, 4], vary=vary, overrides={"training.iterations": 3},

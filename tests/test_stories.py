@@ -1,4 +1,5 @@
-"""The four stories of BRIEF.md, reproduced by the built-in scenarios. Reported figures are
+"""The four stories the built-in scenarios tell (README.md, "Scenarios"), reproduced
+by the built-in scenarios. Reported figures are
 the oracle; each check is within 15% of them unless the story gives only an ordering."""
 import pytest
 
@@ -21,18 +22,18 @@ def test_cntk_plain_sgd_is_about_6300_and_1bit_about_4939_and_slower():
     assert onebit.throughput_samples_per_s < plain
     # why it lost: encode/decode time shows in the breakdown, and few bytes were saved
     assert onebit.breakdown_s["compression"] > 0.5e-3
-    assert onebit.uncompressed["bytes_sent_per_gpu"] - onebit.bytes_sent_per_gpu < 2e6
+    assert onebit.uncompressed.bytes_sent_per_gpu - onebit.bytes_sent_per_gpu < 2e6
 
 
 def test_1bit_sends_about_a_thirtieth_of_the_bytes():
     r = simulate("onebit-wins-ethernet", {"training.iterations": 2, "training.warmup_iterations": 0})
-    ratio = r.bytes_sent_per_gpu / r.uncompressed["bytes_sent_per_gpu"]
+    ratio = r.bytes_sent_per_gpu / r.uncompressed.bytes_sent_per_gpu
     assert 1 / 32 <= ratio <= 1 / 25
 
 
 def test_1bit_wins_across_machines_on_ethernet():
     r = simulate("onebit-wins-ethernet", {"training.iterations": 2, "training.warmup_iterations": 0})
-    assert r.iteration_time_s < 0.7 * r.uncompressed["iteration_time_s"]
+    assert r.iteration_time_s < 0.7 * r.uncompressed.iteration_time_s
 
 
 def test_warmup_samples_delays_compression():

@@ -165,7 +165,7 @@ def sent_by_gpus(tracks, n):
 @pytest.mark.parametrize("sets", [
     ["sync.strategy=ps", "sync.ps_location=cpu"],
     ["sync.strategy=hierarchical", "cluster.nodes=2", "cluster.gpus_per_node=2", "cluster.inter=10gbe"],
-    ["sync.strategy=sharded-ps", "sync.bucket_mb=8"],
+    ["sync.strategy=sharded-ps", "sync.bucket_mib=8"],
 ])
 def test_bytes_on_links_add_up_to_what_the_result_says_was_sent(tmp_path, sets):
     args = ["d2l-ps-vs-ring", "--set", "training.iterations=2", "--set", "training.warmup_iterations=1"]

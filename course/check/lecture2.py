@@ -1,4 +1,4 @@
-"""Checkers for lecture 02, parameter server, ring and tree.
+"""Checkers for lecture 02: parameter server, ring, recursive doubling, halving-doubling.
 
     from course.check import lecture2
     lecture2.exercise1(answer)
@@ -21,7 +21,7 @@ LINK_GBS = 16.0
 # Exercise 2: one message GPU -> PCIe switch -> GPU crosses two hops of 1 us each.
 ALPHA_S = 2e-6
 # Exercise 3: the d2l scenario on 8 GPUs behind one PCIe switch.
-EX3_STRATEGIES = ("ps", "sharded-ps", "ring", "tree")
+EX3_STRATEGIES = ("ps", "sharded-ps", "ring", "recursive-doubling", "halving-doubling")
 EX3_OVERRIDES = {"cluster.gpus_per_node": GPUS, "cluster.gpus_per_pcie_switch": GPUS,
                  "training.iterations": 1, "training.warmup_iterations": 0}
 
@@ -49,13 +49,13 @@ def crossover_bytes(n=GPUS, alpha=ALPHA_S, bandwidth_gbs=LINK_GBS):
     """Message size where a ring and recursive doubling cost the same (adds ignored)."""
     beta = 1 / (bandwidth_gbs * 1e9)
 
-    def ring_minus_tree(m):
-        return analytic.ring(n, m, alpha, beta) - analytic.tree(n, m, alpha, beta)
+    def ring_minus_doubling(m):
+        return analytic.ring(n, m, alpha, beta) - analytic.recursive_doubling(n, m, alpha, beta)
 
     lo, hi = 1.0, 1e12         # ring is slower at 1 byte (more steps), faster at 1 TB
     for _ in range(200):
         mid = math.sqrt(lo * hi)
-        if ring_minus_tree(mid) > 0:
+        if ring_minus_doubling(mid) > 0:
             lo = mid
         else:
             hi = mid
@@ -63,7 +63,7 @@ def crossover_bytes(n=GPUS, alpha=ALPHA_S, bandwidth_gbs=LINK_GBS):
 
 
 def exercise2(answer) -> Verdict:
-    """The gradient size in KB (1 KB = 1,000 bytes) at which ring and tree cost the same."""
+    """The gradient size in KB (1 KB = 1,000 bytes) at which ring and recursive doubling cost the same."""
     if answer is None:
         return pending("a size in KB")
     expected_kb = crossover_bytes() / 1e3
@@ -72,7 +72,7 @@ def exercise2(answer) -> Verdict:
     if value is not None and math.isclose(value, expected_kb * 1e3, rel_tol=0.05):
         return Verdict(False, f"{value:.4g} looks like bytes; give the size in KB (1 KB = 1,000 bytes)")
     if verdict.ok:
-        return Verdict(True, verdict.message + ": below it the tree's few steps win, above it the ring's few bytes")
+        return Verdict(True, verdict.message + ": below it recursive doubling's few steps win, above it the ring's few bytes")
     return Verdict(False, verdict.message + " Hint: write both costs for n = 8, set them equal, solve for m.")
 
 

@@ -24,7 +24,7 @@ EX2_SCENARIO = {
     "cluster": {"nodes": 4, "gpus_per_node": 8, "gpu": "a100", "intra": "nvswitch",
                 "host_link": "pcie4", "inter": "100gbe"},
     "model": {"params": int(EX2_GRADIENT_BYTES / 4), "flops_per_sample": 1e9, "layers": 1},
-    "sync": {"bucket_mb": 0},
+    "sync": {"bucket_mib": 0},
     "training": {"iterations": 1, "warmup_iterations": 0},
 }
 

@@ -90,7 +90,7 @@ def _onebit_minus_plain(bandwidth_gbs, overrides):
     r = dpsim.simulate(EX2_SCENARIO, {**dict(overrides), "sync.compression": "1bit", "cluster.intra": link,
                                       "cluster.host_link": link, "training.iterations": 2,
                                       "training.warmup_iterations": 1})
-    return r.iteration_time_s - r.uncompressed["iteration_time_s"]
+    return r.iteration_time_s - r.uncompressed.iteration_time_s
 
 
 def break_even_bandwidth(overrides=None, steps=9):

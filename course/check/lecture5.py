@@ -34,12 +34,9 @@ EX3_OVERRIDES = {"compute.efficiency": 0.0504, "compute.dispatch_ms_per_gpu": 18
 
 
 def loading_processes(sc) -> tuple[int, int]:
-    """(training processes that load per node, samples each loads per iteration), as dpsim's
-    pipeline counts them: DataParallel loads the node's whole batch in one process."""
-    per_gpu = sc.training.batch_per_gpu
-    if sc.sync.strategy == "dataparallel" and sc.cluster.gpus_per_node > 1:
-        return 1, per_gpu * sc.cluster.gpus_per_node
-    return sc.cluster.gpus_per_node, per_gpu
+    """(training processes that load per node, samples each loads per iteration): DataParallel
+    loads the node's whole batch in its one process."""
+    return sc.processes_per_node, sc.training.batch_per_gpu * sc.gpus_per_process
 
 
 def fed_throughput(sc) -> float:

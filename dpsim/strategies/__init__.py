@@ -1,26 +1,63 @@
-"""Gradient synchronisation strategies, one module each. Every module's `allreduce(comm,
-ranks, nbytes)` is a SimPy generator; its docstring gives the alpha-beta-gamma cost that
-dpsim.analytic writes as a formula. Compression wraps a strategy: `fp16` halves the bytes of
-any of them; `1bit` replaces the exchange with CNTK's striped one (onebit.py)."""
+"""Gradient synchronisation strategies, one module each, named as in dpsim.vocabulary.
+
+Every module has `allreduce(comm, ranks, nbytes)`, a SimPy generator that finishes when every
+rank holds the sum; its docstring gives the alpha-beta-gamma cost that dpsim.analytic writes
+as a formula. Compression wraps a strategy: `fp16` halves the bytes of any of them; `1bit`
+replaces the exchange with CNTK's striped one (onebit.py).
+
+A strategy that changes more of the iteration than the sync says so with optional hooks
+(dataparallel.py has them all); the engine calls them for every strategy, defaulting to:
+  ONE_PROCESS_PER_NODE = False                   one training process per GPU
+  before_forward(comm, ranks, work, batch)       nothing moves before forward
+  after_forward(comm, ranks, work, batch)        nothing moves after forward
+  broadcast_weights(comm, ranks, work)           every GPU updates its own copy: nothing to send
+  updaters(ranks) -> ranks                       every GPU applies the update
+  check(sc)                                      any scenario will do (raise ScenarioError if not)
+"""
 from functools import partial
 
-from . import dataparallel, fp16, hierarchical, onebit, ps, ring, sharded_ps, tree
+from . import (dataparallel, fp16, halving_doubling, hierarchical, mpi, onebit, ps, recursive_doubling, ring,
+               sharded_ps)
+
+MODULES = {
+    "ring": ring,
+    "recursive-doubling": recursive_doubling,
+    "halving-doubling": halving_doubling,
+    "ps": ps,
+    "sharded-ps": sharded_ps,
+    "hierarchical": hierarchical,
+    "dataparallel": dataparallel,
+    "mpi": mpi,
+}
+
+
+def _nothing(*args):
+    return
+    yield
+
+
+DEFAULT_HOOKS = {
+    "ONE_PROCESS_PER_NODE": False,
+    "before_forward": _nothing,
+    "after_forward": _nothing,
+    "broadcast_weights": _nothing,
+    "updaters": lambda ranks: ranks,
+    "check": lambda sc: None,
+}
+
+
+def hook(strategy: str, name: str):
+    """The strategy's hook `name`, or the default (strategy "none": every default)."""
+    return getattr(MODULES.get(strategy), name, DEFAULT_HOOKS[name])
 
 
 def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0):
     """The allreduce generator function a [sync] table asks for (compression: override;
     cpu_update_s_per_param: the CPU parameter server's update cost, when it does the update)."""
-    table = {
-        "ring": ring.allreduce,
-        "ps": partial(ps.allreduce, location=sync.ps_location, update_s_per_param=cpu_update_s_per_param),
-        "sharded-ps": sharded_ps.allreduce,
-        "tree": tree.allreduce,
-        "hierarchical": hierarchical.allreduce,
-        "dataparallel": dataparallel.allreduce,
-    }
     compression = sync.compression if compression is None else compression
     if compression == "1bit":
         return onebit.allreduce
-    if compression == "fp16":
-        return fp16.wrap(table[sync.strategy])
-    return table[sync.strategy]
+    chosen = MODULES[sync.strategy].allreduce
+    if sync.strategy == "ps":
+        chosen = partial(chosen, location=sync.ps_location, update_s_per_param=cpu_update_s_per_param)
+    return fp16.wrap(chosen) if compression == "fp16" else chosen

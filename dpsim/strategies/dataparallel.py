@@ -13,10 +13,15 @@ of 4 MiB (NCCL_BUFFSIZE's default). A chain of n GPUs and S segments takes S + n
   chain cost:  (S + n - 2) (alpha + (m/S) beta [+ (m/S) gamma for the reduce])
 So GPU 0 moves the model twice per iteration and does all the updating: the reason
 DataParallel gives about 3.5x, not 4x, on four GPUs, and why DistributedDataParallel exists.
+
+Besides `allreduce`, this module has every hook the engine offers (see strategies/__init__.py).
 """
 import math
 
+from ..errors import ScenarioError
+
 SEGMENT_BYTES = 4 * 2**20      # NCCL_BUFFSIZE default (NCCL environment-variable docs)
+ONE_PROCESS_PER_NODE = True    # one Python process, one data loader, for all the node's GPUs
 
 
 def segments(nbytes):
@@ -34,16 +39,36 @@ def chain(comm, order, nbytes, reduce, label):
             yield comm.reduce([order[h + 1] for h in moving], seg)
 
 
-def pre_forward(comm, ranks, model_bytes, input_bytes):
-    yield comm.send([(ranks[0], r, input_bytes) for r in ranks[1:]], "scatter-inputs")
-    yield from chain(comm, ranks, model_bytes, reduce=False, label="replicate")
+def broadcast_weights(comm, ranks, work):
+    """replicate: GPU 0's new weights to every other GPU, down the chain."""
+    yield from chain(comm, ranks, work.grad_bytes, reduce=False, label="replicate")
 
 
-def post_forward(comm, ranks, output_bytes):
-    yield comm.send([(r, ranks[0], output_bytes) for r in ranks[1:]], "gather-outputs")
-    yield comm.send([(ranks[0], r, output_bytes) for r in ranks[1:]], "scatter-output-grads")
+def before_forward(comm, ranks, work, batch):
+    yield comm.send([(ranks[0], r, batch * work.input_bytes) for r in ranks[1:]], "scatter-inputs")
+    yield from broadcast_weights(comm, ranks, work)
+
+
+def after_forward(comm, ranks, work, batch):
+    nbytes = batch * work.output_bytes
+    yield comm.send([(r, ranks[0], nbytes) for r in ranks[1:]], "gather-outputs")
+    yield comm.send([(ranks[0], r, nbytes) for r in ranks[1:]], "scatter-output-grads")
 
 
 def allreduce(comm, ranks, nbytes):
     """Reduce to GPU 0 only: the others get the new weights from the next replicate."""
     yield from chain(comm, ranks[::-1], nbytes, reduce=True, label="reduce-to-gpu0")
+
+
+def updaters(ranks):
+    return ranks[:1]
+
+
+def check(sc):
+    if sc.sync.compression == "1bit":
+        raise ScenarioError("sync.compression", "1bit replaces the all-reduce with its own striped exchange; "
+                            "it cannot wrap dataparallel's reduce to GPU 0")
+    if sc.cluster.nodes > 1:
+        raise ScenarioError("sync.strategy", "dataparallel drives the GPUs of one node only (PyTorch "
+                            "DataParallel); for several nodes choose ring, hierarchical, halving-doubling, "
+                            "ps, sharded-ps or recursive-doubling")

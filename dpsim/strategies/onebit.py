@@ -12,7 +12,7 @@ Each of the n ranks owns one stripe (1/n) of the gradient.
 Bytes on the wire per value: 1/8 + 4/256 = 0.141, i.e. 0.035 of FP32 (1/32 + 1/256).
 The messages go through MPI via host memory (CNTK's implementation; mpi_impl's default), so
 each pays the staging copies and `sync.message_overhead_us` (see dpsim/comm.py). CNTK
-quantises and exchanges every gradient matrix on its own: with small `bucket_mb` each layer
+quantises and exchanges every gradient matrix on its own: with small `bucket_mib` each layer
 is a bucket, and a model of many small layers pays those fixed costs many times.
 
 Cost: 2 alpha + 2 (n-1)/n m_q beta  +  the kernels, which are memory-bound. Per value (m/4

@@ -1,5 +1,6 @@
 """Recursive doubling all-reduce (Thakur, Rabenseifner & Gropp, "Optimization of Collective
-Communication Operations in MPICH", IJHPCA 2005), the classic choice for short messages.
+Communication Operations in MPICH", IJHPCA 2005), the classic choice for short messages;
+mpi_impl/recursive_doubling.py runs the same steps.
 
 With p = n a power of two: log2 p steps; in step k every rank swaps its whole m-byte vector
 with the rank whose number differs in bit k, and adds what it got.
@@ -11,17 +12,29 @@ Few steps (good for latency) but every step moves the whole vector: poor for big
 """
 
 
-def allreduce(comm, ranks, nbytes):
+def fold(comm, ranks, nbytes):
+    """Ranks beyond the largest power of two p add their vectors into ranks 0..r-1.
+    Returns (p, pairs): the pairs (extra rank, partner) that unfold() serves afterwards."""
     n = len(ranks)
     p = 1 << (n.bit_length() - 1)
-    extra = list(zip(ranks[p:], ranks[:n - p]))
-    if extra:
-        yield comm.send([(hi, lo, nbytes) for hi, lo in extra], "fold")
-        yield comm.reduce([lo for _, lo in extra], nbytes)
+    pairs = list(zip(ranks[p:], ranks[:n - p]))
+    if pairs:
+        yield comm.send([(hi, lo, nbytes) for hi, lo in pairs], "fold")
+        yield comm.reduce([lo for _, lo in pairs], nbytes)
+    return p, pairs
+
+
+def unfold(comm, pairs, nbytes):
+    """The folded-away ranks get the finished vector from their partners."""
+    if pairs:
+        yield comm.send([(lo, hi, nbytes) for hi, lo in pairs], "unfold")
+
+
+def allreduce(comm, ranks, nbytes):
+    p, pairs = yield from fold(comm, ranks, nbytes)
     distance = 1
     while distance < p:
         yield comm.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], "exchange")
         yield comm.reduce(ranks[:p], nbytes)
         distance *= 2
-    if extra:
-        yield comm.send([(lo, hi, nbytes) for hi, lo in extra], "unfold")
+    yield from unfold(comm, pairs, nbytes)
