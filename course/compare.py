@@ -14,14 +14,14 @@ median error; `spread` how far apart the runs' measured times were.
 How the CPU machine maps onto dpsim (course/README.md says it in words):
   N ranks           N "GPUs" in one node, all under one PCIe switch; intra and host_link are
                     the measured link (shared memory)
-  --sync            sync.strategy of the same name; `mpi` (MPI_Allreduce) is simulated as ring
+  --sync            sync.strategy of the same name (`mpi`: what MPICH picks, dpsim/strategies/mpi.py)
   --compress        sync.compression none | 1bit
   no overlap        sync.bucket_mib = 0, sync.overlap = false: one sync after backward
   1 rank            no sync at all in dpsim (strategy none)
   probed parts      compute speed (gpu_speed), update (mem_bw_gbs), the division by N and
                     batch taking (overhead_ms), the link: bandwidth from the ping-pong,
                     latency fitted to the probed ring sync, kernel_launch_us fitted to the
-                    probed 1-bit sync. ps, sharded-ps, tree and mpi are never probed: dpsim
+                    probed 1-bit sync. The other algorithms are never probed: dpsim
                     predicts them from that link.
   --no-probe        the same from calibrate's probe of N ranks (the profile's sidecar); for a
                     rank count calibrate did not probe, N > devices runs each GPU at
@@ -55,7 +55,7 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
     d = copy.deepcopy(prof)
     c, comp, s = d.setdefault("cluster", {}), d.setdefault("compute", {}), d.setdefault("sync", {})
     c.update(nodes=1, gpus_per_node=ranks, gpus_per_pcie_switch=ranks)
-    s.update(strategy="none" if ranks == 1 else ("ring" if sync == "mpi" else sync),
+    s.update(strategy="none" if ranks == 1 else sync,          # the same name in both halves
              compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False)
     d.setdefault("data", {})["source"] = "synthetic"
     t = d.setdefault("training", {})

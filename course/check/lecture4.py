@@ -12,13 +12,13 @@ import math
 
 import dpsim
 import numpy as np
+from dpsim.vocabulary import ONEBIT_BLOCK
 
 from . import Verdict, close, number, pending
 
 # 1-bit's encoding (mpi_impl/onebit.py, dpsim/strategies/onebit.py): one sign bit per value
-# and one 4-byte FP32 scale per chunk of 256 values.
-CHUNK = 256
-BYTES_PER_VALUE = 1 / 8 + 4 / CHUNK
+# and one 4-byte FP32 scale per block of ONEBIT_BLOCK (256) values.
+BYTES_PER_VALUE = 1 / 8 + 4 / ONEBIT_BLOCK
 
 # Exercise 1: the scenario whose per-GPU traffic the student predicts.
 EX1_SCENARIO = "onebit-wins-ethernet"
@@ -32,7 +32,7 @@ EX2_OVERRIDES = {"sync.message_overhead_us": 5.0}
 EX2_LATENCY_US = 1.0
 EX2_RANGE_GBS = (0.02, 16.0)
 
-# Exercise 3: the same two-value gradient arrives at every step; one chunk; error feedback.
+# Exercise 3: the same two-value gradient arrives at every step; one block; error feedback.
 EX3_GRADIENT = (0.9, 0.1)
 EX3_STEPS = 10
 
@@ -137,14 +137,14 @@ def exercise2(answer) -> Verdict:
 
 # ------------------------------------------------------------------ exercise 3
 
-def quantise(v, chunk=CHUNK):
-    """Each value becomes +s (if >= 0) or -s, s = mean |value| of its chunk."""
+def quantise(v, block=ONEBIT_BLOCK):
+    """Each value becomes +s (if >= 0) or -s, s = mean |value| of its block."""
     v = np.asarray(v, dtype=float)
     out = np.empty_like(v)
-    for lo in range(0, v.size, chunk):
-        part = v[lo:lo + chunk]
+    for lo in range(0, v.size, block):
+        part = v[lo:lo + block]
         scale = np.abs(part).mean()
-        out[lo:lo + chunk] = np.where(part >= 0, scale, -scale)
+        out[lo:lo + block] = np.where(part >= 0, scale, -scale)
     return out
 
 
