@@ -26,7 +26,7 @@ path, so its parts add up to the iteration time:
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
-replay the rest (Comm.repeat states when that is exact). `Engine(sc, fast=False)` simulates
+replay the rest (Machine.repeat states when that is exact). `Engine(sc, fast=False)` simulates
 every round instead (the detailed path); both give the same results up to rounding, and a
 run whose replay turned out to share the network is redone on the detailed path by itself.
 `python -m dpsim.bench` measures both.
@@ -37,7 +37,7 @@ import simpy
 
 from . import compute, strategies, workload
 from .cluster import Cluster
-from .comm import Comm
+from .machine import Machine
 from .network import Network
 from .pipeline import InputPipeline
 from .results import Run
@@ -46,7 +46,7 @@ from .vocabulary import BREAKDOWN, split_sync_wait
 
 class Engine:
     """`fast=False` forces the detailed path: every round of every collective simulated (see
-    Comm.repeat for when the fast path is exact; results agree to rounding)."""
+    Machine.repeat for when the fast path is exact; results agree to rounding)."""
 
     def __init__(self, sc, trace=None, fast=True):
         self.sc, self.trace = sc, trace
@@ -56,7 +56,7 @@ class Engine:
         self.cluster = Cluster(c.nodes, c.gpus_per_node, sc.link_spec("intra"), sc.link_spec("inter"),
                                sc.link_spec("host_link"), c.gpus_per_pcie_switch)
         self.net = Network(self.env, trace)
-        self.comm = Comm(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
+        self.machine = Machine(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
                          s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
@@ -69,7 +69,7 @@ class Engine:
         self.before_forward, self.after_forward = hook("before_forward"), hook("after_forward")
         self.broadcast_weights = hook("broadcast_weights")
         self.updaters = [] if self.cpu_update else hook("updaters")(self.ranks)
-        self.pipeline = InputPipeline(self.env, sc, self.comm, self.work, self.ranks)
+        self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
         self.slowness = [1.0 / v for v in speeds]
@@ -103,7 +103,7 @@ class Engine:
             ready = backward_start + (bucket.ready_s if overlap else w.backward_s) * slowest
             if ready > self.env.now:
                 yield self.env.timeout(ready - self.env.now)
-            yield from allreduce(self.comm, self.ranks, bucket.nbytes)
+            yield from allreduce(self.machine, self.ranks, bucket.nbytes)
 
     def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
@@ -112,12 +112,12 @@ class Engine:
         phases["data_wait"] += env.now - start
         factors = self._factors()
         slowest, mean = max(factors), sum(factors) / len(factors)
-        yield from self._communicate(self.before_forward(self.comm, self.ranks, w, batch), phases)
+        yield from self._communicate(self.before_forward(self.machine, self.ranks, w, batch), phases)
         yield self._compute("forward", w.forward_s, factors)
         phases["compute"] += w.forward_s * mean
         phases["straggler_wait"] += w.forward_s * (slowest - mean)
-        yield from self._communicate(self.after_forward(self.comm, self.ranks, w, batch), phases)
-        backward_start, codec_before = env.now, self.comm.codec_s
+        yield from self._communicate(self.after_forward(self.machine, self.ranks, w, batch), phases)
+        backward_start, codec_before = env.now, self.machine.codec_s
         if self.allreduce is not None:
             compressed = k * self.global_batch >= self.sc.sync.warmup_samples
             sync = env.process(self.sync_gradients(backward_start, slowest,
@@ -128,7 +128,7 @@ class Engine:
         if self.allreduce is not None:
             yield sync
             wait = env.now - (backward_start + w.backward_s * slowest)
-            exposed, codec = split_sync_wait(wait, self.comm.codec_s - codec_before)
+            exposed, codec = split_sync_wait(wait, self.machine.codec_s - codec_before)
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
         if self.updaters:
@@ -179,9 +179,9 @@ class Engine:
             return 0.0
 
         def main():
-            yield from self.broadcast_weights(self.comm, self.ranks, self.work)
+            yield from self.broadcast_weights(self.machine, self.ranks, self.work)
             for bucket in self.work.buckets:
-                yield from self.allreduce(self.comm, self.ranks, bucket.nbytes)
+                yield from self.allreduce(self.machine, self.ranks, bucket.nbytes)
 
         self.env.run(until=self.env.process(main()))
         if self.net.disturbed:
@@ -192,4 +192,4 @@ class Engine:
     @property
     def path(self) -> str:
         """Which path the last run took: "fast" if some rounds were replayed, else "detailed"."""
-        return "fast" if self.comm.replayed_rounds and not self.fell_back else "detailed"
+        return "fast" if self.machine.replayed_rounds and not self.fell_back else "detailed"

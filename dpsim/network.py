@@ -16,7 +16,7 @@ constant, so the simulation is exact for this fluid model, not time-stepped.
 
 Cost: every start or finish (transfers starting or ending at the same instant count once)
 recomputes all rates, O(E log E) for E = (transfers in flight) x (hops per route).
-Comm.repeat's fast path (dpsim/comm.py) uses `idle`, `log`, `owner`, `disturbed` and
+Machine.repeat's fast path (dpsim/machine.py) uses `idle`, `log`, `owner`, `disturbed` and
 `count_again` below to replay identical rounds of a collective instead of simulating them.
 """
 from dataclasses import dataclass
@@ -55,7 +55,7 @@ class Network:
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
         self.in_flight = 0        # transfers started and not yet arrived
-        # For Comm.repeat's replays: the process that has the network to itself, the transfers it
+        # For Machine.repeat's replays: the process that has the network to itself, the transfers it
         # started (src, route, nbytes), and whether anyone else sent while it had the network.
         self.owner = None
         self.log = None

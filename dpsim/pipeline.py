@@ -20,8 +20,8 @@ import simpy
 
 
 class InputPipeline:
-    def __init__(self, env, sc, comm, work, ranks):
-        self.env, self.comm, self.ranks = env, comm, ranks
+    def __init__(self, env, sc, machine, work, ranks):
+        self.env, self.machine, self.ranks = env, machine, ranks
         data, c = sc.data, sc.cluster
         self.real = data.source == "real"
         if not self.real:
@@ -56,16 +56,16 @@ class InputPipeline:
         every GPU's timeline: they all wait for it). The training loop asks at the start of every
         iteration, so this is where the trace notes that an iteration begins."""
         start = self.env.now
-        if self.comm.trace is not None:
-            self.comm.trace.iteration_starts.append(start)
+        if self.machine.trace is not None:
+            self.machine.trace.iteration_starts.append(start)
         if not self.real:
             return
         if self.inline:
             yield self.env.timeout(max(s for _, s in self.consumers) * self.decode_s * self.slowdown)
         else:
             yield self.env.all_of([q.get() for q in self.queues])
-        host = lambda gpu: f"host{self.comm.cluster.node_of(gpu)}"
-        yield self.comm.copy([(host(g), g, s * self.input_bytes) for g, s in self.consumers], "host-to-device")
-        if self.comm.trace is not None:
+        host = lambda gpu: f"host{self.machine.cluster.node_of(gpu)}"
+        yield self.machine.copy([(host(g), g, s * self.input_bytes) for g, s in self.consumers], "host-to-device")
+        if self.machine.trace is not None:
             for gpu in self.ranks:
-                self.comm.trace.span(gpu, "load", start, self.env.now)
+                self.machine.trace.span(gpu, "load", start, self.env.now)

@@ -1,4 +1,4 @@
-"""The fast path (Comm.repeat replays identical rounds) against the detailed path (every round
+"""The fast path (Machine.repeat replays identical rounds) against the detailed path (every round
 simulated): same results where it is taken, not taken where it would not be exact, and a cost
 that grows no faster than GPUs x steps."""
 import pytest
@@ -7,7 +7,7 @@ import simpy
 from dpsim import load_scenario, network
 from dpsim.bench import scenario as bench_scenario
 from dpsim.cluster import Cluster
-from dpsim.comm import Comm
+from dpsim.machine import Machine
 from dpsim.engine import Engine
 from dpsim.hardware import LINKS
 from dpsim.network import Network
@@ -87,22 +87,22 @@ def small_ring(fast):
     env = simpy.Environment()
     cluster = Cluster(2, 4, LINKS["pcie3"], LINKS["10gbe"], LINKS["pcie3"], 2)
     net = Network(env)
-    return env, net, Comm(env, net, cluster, 240.0, 50.0, fast=fast)
+    return env, net, Machine(env, net, cluster, 240.0, 50.0, fast=fast)
 
 
 def test_traffic_in_flight_when_a_ring_starts_means_no_replay():
     """A host-to-GPU copy over gpu0's PCIe path is still running when the all-reduce ends."""
     arrival = {}
     for fast in (True, False):
-        env, net, comm = small_ring(fast)
+        env, net, machine = small_ring(fast)
 
         def main():
-            copy = comm.copy([("host0", "gpu0", 2e9)])
-            yield from ring.allreduce(comm, comm.cluster.gpus, 40e6)
+            copy = machine.copy([("host0", "gpu0", 2e9)])
+            yield from ring.allreduce(machine, machine.cluster.gpus, 40e6)
             arrival[fast] = (env.now, dict(net.bytes_sent))
             assert not copy.triggered
         env.run(env.process(main()))
-        assert comm.replayed_rounds == 0
+        assert machine.replayed_rounds == 0
     assert arrival[True][0] == pytest.approx(arrival[False][0], rel=1e-12)
     assert arrival[True][1] == arrival[False][1]
 
@@ -117,7 +117,7 @@ class Noisy(Engine):
 
     def noise(self):
         yield self.env.timeout(self.work.forward_s + self.work.backward_s + self.sync_s / 4)
-        yield self.comm.send([("gpu1", "gpu9", 1e6)], "other-job")
+        yield self.machine.send([("gpu1", "gpu9", 1e6)], "other-job")
 
 
 def test_traffic_during_a_replay_reruns_on_the_detailed_path():

@@ -1,6 +1,6 @@
 """Gradient synchronisation strategies, one module each, named as in dpsim.vocabulary.
 
-Every module has `allreduce(comm, ranks, nbytes)`, a SimPy generator that finishes when every
+Every module has `allreduce(machine, ranks, nbytes)`, a SimPy generator that finishes when every
 rank holds the sum; its docstring gives the alpha-beta-gamma cost that dpsim.analytic writes
 as a formula. Compression wraps a strategy: `fp16` halves the bytes of any of them; `1bit`
 replaces the exchange with CNTK's striped one (onebit.py).
@@ -8,9 +8,9 @@ replaces the exchange with CNTK's striped one (onebit.py).
 A strategy that changes more of the iteration than the sync says so with optional hooks
 (dataparallel.py has them all); the engine calls them for every strategy, defaulting to:
   ONE_PROCESS_PER_NODE = False                   one training process per GPU
-  before_forward(comm, ranks, work, batch)       nothing moves before forward
-  after_forward(comm, ranks, work, batch)        nothing moves after forward
-  broadcast_weights(comm, ranks, work)           every GPU updates its own copy: nothing to send
+  before_forward(machine, ranks, work, batch)       nothing moves before forward
+  after_forward(machine, ranks, work, batch)        nothing moves after forward
+  broadcast_weights(machine, ranks, work)           every GPU updates its own copy: nothing to send
   updaters(ranks) -> ranks                       every GPU applies the update
   check(sc)                                      any scenario will do (raise ScenarioError if not)
 """

@@ -28,36 +28,36 @@ def segments(nbytes):
     return max(1, math.ceil(nbytes / SEGMENT_BYTES))
 
 
-def chain(comm, order, nbytes, reduce, label):
+def chain(machine, order, nbytes, reduce, label):
     """Pipelined chain: segment j crosses hop h in step j + h, all hops of a step at once."""
     s, hops = segments(nbytes), len(order) - 1
     seg = nbytes / s
     for step in range(s + hops - 1):
         moving = [h for h in range(hops) if 0 <= step - h < s]
-        yield comm.send([(order[h], order[h + 1], seg) for h in moving], label)
+        yield machine.send([(order[h], order[h + 1], seg) for h in moving], label)
         if reduce:
-            yield comm.reduce([order[h + 1] for h in moving], seg)
+            yield machine.reduce([order[h + 1] for h in moving], seg)
 
 
-def broadcast_weights(comm, ranks, work):
+def broadcast_weights(machine, ranks, work):
     """replicate: GPU 0's new weights to every other GPU, down the chain."""
-    yield from chain(comm, ranks, work.grad_bytes, reduce=False, label="replicate")
+    yield from chain(machine, ranks, work.grad_bytes, reduce=False, label="replicate")
 
 
-def before_forward(comm, ranks, work, batch):
-    yield comm.send([(ranks[0], r, batch * work.input_bytes) for r in ranks[1:]], "scatter-inputs")
-    yield from broadcast_weights(comm, ranks, work)
+def before_forward(machine, ranks, work, batch):
+    yield machine.send([(ranks[0], r, batch * work.input_bytes) for r in ranks[1:]], "scatter-inputs")
+    yield from broadcast_weights(machine, ranks, work)
 
 
-def after_forward(comm, ranks, work, batch):
+def after_forward(machine, ranks, work, batch):
     nbytes = batch * work.output_bytes
-    yield comm.send([(r, ranks[0], nbytes) for r in ranks[1:]], "gather-outputs")
-    yield comm.send([(ranks[0], r, nbytes) for r in ranks[1:]], "scatter-output-grads")
+    yield machine.send([(r, ranks[0], nbytes) for r in ranks[1:]], "gather-outputs")
+    yield machine.send([(ranks[0], r, nbytes) for r in ranks[1:]], "scatter-output-grads")
 
 
-def allreduce(comm, ranks, nbytes):
+def allreduce(machine, ranks, nbytes):
     """Reduce to GPU 0 only: the others get the new weights from the next replicate."""
-    yield from chain(comm, ranks[::-1], nbytes, reduce=True, label="reduce-to-gpu0")
+    yield from chain(machine, ranks[::-1], nbytes, reduce=True, label="reduce-to-gpu0")
 
 
 def updaters(ranks):

@@ -6,9 +6,9 @@ other: 6 bytes per value before and 6 after.
 
 
 def wrap(allreduce):
-    def compressed(comm, ranks, nbytes):
+    def compressed(machine, ranks, nbytes):
         values = nbytes / 4
-        yield comm.kernel(ranks, "cast-to-fp16", 6 * values)
-        yield from allreduce(comm, ranks, nbytes / 2)
-        yield comm.kernel(ranks, "cast-to-fp32", 6 * values)
+        yield machine.kernel(ranks, "cast-to-fp16", 6 * values)
+        yield from allreduce(machine, ranks, nbytes / 2)
+        yield machine.kernel(ranks, "cast-to-fp32", 6 * values)
     return compressed

@@ -16,20 +16,20 @@ the bandwidth of the ring (for a power of two).
 from .recursive_doubling import fold, unfold
 
 
-def exchange_step(comm, ranks, p, distance, nbytes, label, reduce):
-    yield comm.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], label)
+def exchange_step(machine, ranks, p, distance, nbytes, label, reduce):
+    yield machine.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], label)
     if reduce:
-        yield comm.reduce(ranks[:p], nbytes)
+        yield machine.reduce(ranks[:p], nbytes)
 
 
-def allreduce(comm, ranks, nbytes):
-    p, pairs = yield from fold(comm, ranks, nbytes)
+def allreduce(machine, ranks, nbytes):
+    p, pairs = yield from fold(machine, ranks, nbytes)
     distances = [1 << k for k in range(p.bit_length() - 1)]          # 1, 2, 4, ..., p/2
     part = nbytes
     for d in distances:                                               # reduce-scatter
         part /= 2
-        yield from exchange_step(comm, ranks, p, d, part, "reduce-scatter", reduce=True)
+        yield from exchange_step(machine, ranks, p, d, part, "reduce-scatter", reduce=True)
     for d in reversed(distances):                                     # all-gather
-        yield from exchange_step(comm, ranks, p, d, part, "all-gather", reduce=False)
+        yield from exchange_step(machine, ranks, p, d, part, "all-gather", reduce=False)
         part *= 2
-    yield from unfold(comm, pairs, nbytes)
+    yield from unfold(machine, pairs, nbytes)

@@ -15,12 +15,12 @@ Only 2(N-1) steps pay the slow network's latency, against 2(Ng-1) for one flat r
 from . import ring
 
 
-def allreduce(comm, ranks, nbytes):
-    cluster = comm.cluster
+def allreduce(machine, ranks, nbytes):
+    cluster = machine.cluster
     nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
     g = len(nodes[0])
-    yield from ring.reduce_scatter(comm, nodes, nbytes)
+    yield from ring.reduce_scatter(machine, nodes, nbytes)
     across = [[node[l] for node in nodes] for l in range(g)]
-    yield from ring.reduce_scatter(comm, across, nbytes / g)
-    yield from ring.all_gather(comm, across, nbytes / g)
-    yield from ring.all_gather(comm, nodes, nbytes)
+    yield from ring.reduce_scatter(machine, across, nbytes / g)
+    yield from ring.all_gather(machine, across, nbytes / g)
+    yield from ring.all_gather(machine, nodes, nbytes)

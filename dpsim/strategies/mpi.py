@@ -23,6 +23,6 @@ def choice(n, nbytes) -> str:
     return "halving-doubling"
 
 
-def allreduce(comm, ranks, nbytes):
+def allreduce(machine, ranks, nbytes):
     chosen = halving_doubling if choice(len(ranks), nbytes) == "halving-doubling" else recursive_doubling
-    yield from chosen.allreduce(comm, ranks, nbytes)
+    yield from chosen.allreduce(machine, ranks, nbytes)

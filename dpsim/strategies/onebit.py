@@ -11,7 +11,7 @@ Each of the n ranks owns one stripe (1/n) of the gradient.
   4. all-gather: every rank receives every quantised, summed stripe, and decodes them all.
 Bytes on the wire per value: 1/8 + 4/256 = 0.141, i.e. 0.035 of FP32 (1/32 + 1/256).
 The messages go through MPI via host memory (CNTK's implementation; mpi_impl's default), so
-each pays the staging copies and `sync.message_overhead_us` (see dpsim/comm.py). CNTK
+each pays the staging copies and `sync.message_overhead_us` (see dpsim/machine.py). CNTK
 quantises and exchanges every gradient matrix on its own: with small `bucket_mib` each layer
 is a bucket, and a model of many small layers pays those fixed costs many times.
 
@@ -36,13 +36,13 @@ def quantised_bytes(nbytes: float) -> float:
     return nbytes / 4 * BYTES_PER_VALUE
 
 
-def allreduce(comm, ranks, nbytes):
+def allreduce(machine, ranks, nbytes):
     n = len(ranks)
     values = nbytes / 4
     stripe_q = quantised_bytes(nbytes) / n
     pairs = [(a, b, stripe_q) for a in ranks for b in ranks if a != b]
-    yield comm.kernel(ranks, "quantise", 12.125 * values, launches=2)
-    yield comm.send(pairs, "1bit-all-to-all", staged=True)
-    yield comm.kernel(ranks, "decode+sum+requantise", (8.125 * (n - 1) + 12.125) * values / n, launches=n + 1)
-    yield comm.send(pairs, "1bit-all-gather", staged=True)
-    yield comm.kernel(ranks, "decode", 4.125 * values, launches=n)
+    yield machine.kernel(ranks, "quantise", 12.125 * values, launches=2)
+    yield machine.send(pairs, "1bit-all-to-all", staged=True)
+    yield machine.kernel(ranks, "decode+sum+requantise", (8.125 * (n - 1) + 12.125) * values / n, launches=n + 1)
+    yield machine.send(pairs, "1bit-all-gather", staged=True)
+    yield machine.kernel(ranks, "decode", 4.125 * values, launches=n)

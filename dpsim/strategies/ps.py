@@ -15,14 +15,14 @@ runs bucket by bucket while the GPUs are still in backward, so with overlap it i
 """
 
 
-def allreduce(comm, ranks, nbytes, location="gpu0", update_s_per_param=0.0):
+def allreduce(machine, ranks, nbytes, location="gpu0", update_s_per_param=0.0):
     """update_s_per_param > 0: the server also applies the update and sends back weights
     (MXNet's kvstore with the optimizer on the CPU); the GPUs then skip their own update."""
     server = ranks[0] if location == "gpu0" else "host0"
     senders = [r for r in ranks if r != server]
-    yield comm.send([(r, server, nbytes) for r in senders], "ps-gather")
+    yield machine.send([(r, server, nbytes) for r in senders], "ps-gather")
     summands = len(senders) if location == "gpu0" else len(senders) - 1
-    yield comm.reduce([server], summands * nbytes)
+    yield machine.reduce([server], summands * nbytes)
     if update_s_per_param:
-        yield comm.update(server, nbytes / 4, update_s_per_param)
-    yield comm.send([(server, r, nbytes) for r in senders], "ps-broadcast")
+        yield machine.update(server, nbytes / 4, update_s_per_param)
+    yield machine.send([(server, r, nbytes) for r in senders], "ps-broadcast")

@@ -12,29 +12,29 @@ Few steps (good for latency) but every step moves the whole vector: poor for big
 """
 
 
-def fold(comm, ranks, nbytes):
+def fold(machine, ranks, nbytes):
     """Ranks beyond the largest power of two p add their vectors into ranks 0..r-1.
     Returns (p, pairs): the pairs (extra rank, partner) that unfold() serves afterwards."""
     n = len(ranks)
     p = 1 << (n.bit_length() - 1)
     pairs = list(zip(ranks[p:], ranks[:n - p]))
     if pairs:
-        yield comm.send([(hi, lo, nbytes) for hi, lo in pairs], "fold")
-        yield comm.reduce([lo for _, lo in pairs], nbytes)
+        yield machine.send([(hi, lo, nbytes) for hi, lo in pairs], "fold")
+        yield machine.reduce([lo for _, lo in pairs], nbytes)
     return p, pairs
 
 
-def unfold(comm, pairs, nbytes):
+def unfold(machine, pairs, nbytes):
     """The folded-away ranks get the finished vector from their partners."""
     if pairs:
-        yield comm.send([(lo, hi, nbytes) for hi, lo in pairs], "unfold")
+        yield machine.send([(lo, hi, nbytes) for hi, lo in pairs], "unfold")
 
 
-def allreduce(comm, ranks, nbytes):
-    p, pairs = yield from fold(comm, ranks, nbytes)
+def allreduce(machine, ranks, nbytes):
+    p, pairs = yield from fold(machine, ranks, nbytes)
     distance = 1
     while distance < p:
-        yield comm.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], "exchange")
-        yield comm.reduce(ranks[:p], nbytes)
+        yield machine.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], "exchange")
+        yield machine.reduce(ranks[:p], nbytes)
         distance *= 2
-    yield from unfold(comm, pairs, nbytes)
+    yield from unfold(machine, pairs, nbytes)

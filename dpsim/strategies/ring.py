@@ -14,7 +14,7 @@ Several independent rings (one per node, say) can run at once, in lock-step: `ri
 list of rank lists of equal length.
 
 Every step of a phase sends the same sizes between the same pairs (only which chunk travels
-changes), so the steps are identical rounds for Comm.repeat's fast path.
+changes), so the steps are identical rounds for Machine.repeat's fast path.
 """
 
 
@@ -23,26 +23,26 @@ def neighbour_moves(rings, chunk):
     return [(r[i], r[(i + 1) % len(r)], chunk) for r in rings for i in range(len(r))]
 
 
-def reduce_scatter(comm, rings, nbytes):
+def reduce_scatter(machine, rings, nbytes):
     n = len(rings[0])
     chunk = nbytes / n
     moves, ranks = neighbour_moves(rings, chunk), [rank for r in rings for rank in r]
 
     def step():
-        yield comm.send(moves, "reduce-scatter")
-        yield comm.reduce(ranks, chunk)
-    yield from comm.repeat(n - 1, step)
+        yield machine.send(moves, "reduce-scatter")
+        yield machine.reduce(ranks, chunk)
+    yield from machine.repeat(n - 1, step)
 
 
-def all_gather(comm, rings, nbytes):
+def all_gather(machine, rings, nbytes):
     n = len(rings[0])
     moves = neighbour_moves(rings, nbytes / n)
 
     def step():
-        yield comm.send(moves, "all-gather")
-    yield from comm.repeat(n - 1, step)
+        yield machine.send(moves, "all-gather")
+    yield from machine.repeat(n - 1, step)
 
 
-def allreduce(comm, ranks, nbytes):
-    yield from reduce_scatter(comm, [ranks], nbytes)
-    yield from all_gather(comm, [ranks], nbytes)
+def allreduce(machine, ranks, nbytes):
+    yield from reduce_scatter(machine, [ranks], nbytes)
+    yield from all_gather(machine, [ranks], nbytes)

@@ -11,10 +11,10 @@ the ring where links are shared (a PCIe uplink).
 """
 
 
-def allreduce(comm, ranks, nbytes):
+def allreduce(machine, ranks, nbytes):
     n = len(ranks)
     shard = nbytes / n
     pairs = [(a, b, shard) for a in ranks for b in ranks if a != b]
-    yield comm.send(pairs, "shard-reduce")
-    yield comm.reduce(ranks, (n - 1) * shard)
-    yield comm.send(pairs, "shard-broadcast")
+    yield machine.send(pairs, "shard-reduce")
+    yield machine.reduce(ranks, (n - 1) * shard)
+    yield machine.send(pairs, "shard-broadcast")

@@ -1,6 +1,8 @@
-"""What a synchronisation strategy sees: move bytes between endpoints, add arrays, wait.
+"""The simulated machine, as a synchronisation strategy sees it: move bytes between endpoints,
+add arrays, run kernels, wait. (In mpi_impl the same role is played by an MPI communicator,
+`comm`; here the word is `machine`, so that one word keeps one meaning.)
 
-Strategies are SimPy generator functions `allreduce(comm, ranks, nbytes)` that finish when
+Strategies are SimPy generator functions `allreduce(machine, ranks, nbytes)` that finish when
 every rank holds the sum. They are written in lock-step: each step starts a set of transfers
 at once and waits for all of them, which is exact when the ranks are symmetric and is how the
 textbooks draw these algorithms.
@@ -24,7 +26,7 @@ are one wait of the same length. See `repeat` for exactly when that is exact.
 """
 
 
-class Comm:
+class Machine:
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
                  staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
