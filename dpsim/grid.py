@@ -75,7 +75,7 @@ def print_grid(rows, varied, out=None):
     widths = [max(len(k), *(len(show(s[k])) for s, _ in rows)) for k in varied]
     keys = "".join(f"{k:<{w}}  " for k, w in zip(varied, widths))
     print(f"{keys}{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
-          f"{'exposed machine ms':>16}", file=out)
+          f"{'exposed comm ms':>16}", file=out)
     for settings, r in rows:
         values = "".join(f"{show(settings[k]):<{w}}  " for k, w in zip(varied, widths))
         print(f"{values}{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
