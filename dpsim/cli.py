@@ -13,7 +13,7 @@ import pathlib
 import sys
 
 from . import config, diagnosis, grid, hardware, models
-from .errors import ScenarioError
+from .errors import ScenarioError, check_output_path
 from .report import print_result
 from .simulation import simulate
 
@@ -49,9 +49,17 @@ def timeline_path(plot_path: str) -> str:
     return str(path.with_name(f"{path.stem}-timeline{path.suffix}"))
 
 
+FIGURES = (".png", ".pdf", ".svg")
+
+
 def cmd_run(args):
+    if args.trace:
+        check_output_path(args.trace, "--trace")
+    if args.plot:
+        check_output_path(args.plot, "--plot", FIGURES)
     sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
-    res = simulate(sc, trace=bool(args.trace))
+    show_progress = args.progress or sys.stderr.isatty()
+    res = simulate(sc, trace=bool(args.trace), progress=grid.progress_bar(unit="iterations") if show_progress else None)
     verdict = diagnosis.diagnose(sc, res)
     written = []
     if args.trace:
@@ -71,7 +79,7 @@ def cmd_run(args):
                        iterations=(res.trace.warmup_iterations, res.trace.warmup_iterations + 2))
             written.append(f"timeline of two iterations plotted in {path}")
     if args.json:
-        json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2)
+        json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2, allow_nan=False)
         print()
     else:
         print_result(sc, res)
@@ -97,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     scenario_command("show", "print a scenario with every default filled in")
     run = scenario_command("run", "simulate a scenario")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--progress", action="store_true",
+                     help="draw a progress bar of the iterations on stderr even when it is not a terminal")
     run.add_argument("--trace", metavar="FILE", help="write the timeline as Chrome trace JSON (ui.perfetto.dev)")
     run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG); "
                      "with --trace also the timeline of two iterations, in FILE-timeline")
@@ -114,6 +124,9 @@ def main(argv=None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:                  # stdout on a full disk, say
+        print(f"dpsim: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        return 1
     return 0
 
 

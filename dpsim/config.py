@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hardware, models, strategies
+from . import hardware, limits, models, strategies
 from .errors import ScenarioError
 from .vocabulary import RENAMED, unknown_algorithm
 
@@ -189,6 +189,7 @@ class Scenario:
 def _number(value, key, positive=True):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ScenarioError(key, f"expected a finite number, got {value!r}")
+    limits.in_range(key, value)
     if positive and not value > 0:
         raise ScenarioError(key, f"must be > 0, got {value!r}")
     if not positive and value < 0:
@@ -276,6 +277,8 @@ def _check_field(f: dataclasses.Field, value, key):
         raise ScenarioError(key, f"must be >= 0, got {value!r}")
     if meta.get("fraction") and value > 1:
         raise ScenarioError(key, f"must be at most 1, got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        limits.in_range(key, value)
     return value
 
 
@@ -315,6 +318,7 @@ def from_dict(data: dict) -> Scenario:
         tops[k] = v
     sections = {name: _build_section(name, data.get(name, {})) for name in SECTIONS}
     sc = Scenario(**tops, **sections)
+    limits.check_scenario(sc)
     _check_resolves(sc, data.get("model", {}))
     if sc.model.params > 0:
         sc = dataclasses.replace(sc, model=dataclasses.replace(sc.model, preset="custom"))
@@ -356,7 +360,7 @@ def parse_value(text: str):
     """A --set value: TOML syntax (numbers, true/false, "strings", {inline tables}), else a bare string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return text
 
 
@@ -400,11 +404,17 @@ def builtin_names() -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
+    if path.exists() and not path.is_file():          # a directory, or a FIFO that would block
+        raise ScenarioError("", f"{str(path)!r} is not a regular file")
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except OSError as e:
         raise ScenarioError("", f"cannot read scenario file {str(path)!r}: {e.strerror}")
+    except UnicodeDecodeError:
+        raise ScenarioError("", f"{path}: not a text file (TOML is UTF-8 text)")
+    except RecursionError:
+        raise ScenarioError("", f"{path}: tables nested too deeply")
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError("", f"{path}: not valid TOML: {e}")
 

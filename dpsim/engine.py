@@ -48,8 +48,8 @@ class Engine:
     """`fast=False` forces the detailed path: every round of every collective simulated (see
     Machine.repeat for when the fast path is exact; results agree to rounding)."""
 
-    def __init__(self, sc, trace=None, fast=True):
-        self.sc, self.trace = sc, trace
+    def __init__(self, sc, trace=None, fast=True, progress=None):
+        self.sc, self.trace, self.progress = sc, trace, progress
         self.fell_back = False      # a replay was disturbed and the run was redone in detail
         self.env = simpy.Environment()
         c, s = sc.cluster, sc.sync
@@ -159,10 +159,12 @@ class Engine:
             scratch = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup):
                 yield from self.iteration(k, scratch)
+                self._report(k + 1, warmup + measured)
             start, sent_before = self.env.now, dict(self.net.bytes_sent)
             phases = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup, warmup + measured):
                 yield from self.iteration(k, phases)
+                self._report(k + 1, warmup + measured)
             sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
             out.append(Run((self.env.now - start) / measured, {k: v / measured for k, v in phases.items()},
                            sum(sent) / len(sent) / measured))
@@ -170,8 +172,12 @@ class Engine:
         self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
         if self.net.disturbed:          # a replayed collective shared the network after all
             self.fell_back = True
-            return type(self)(self.sc, self.trace, fast=False).run()
+            return type(self)(self.sc, self.trace, fast=False, progress=self.progress).run()
         return out[0]
+
+    def _report(self, done, total):
+        if self.progress is not None:
+            self.progress(done, total)
 
     def sync_alone(self) -> float:
         """Seconds for one gradient synchronisation with nothing else running."""

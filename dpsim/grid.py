@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from . import config
-from .errors import ScenarioError
+from .errors import ScenarioError, check_output_path
 from .report import describe
 from .sweeps import sweep_grid
 
@@ -82,16 +82,20 @@ def print_grid(rows, varied, out=None):
               f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
 
 
-def progress_bar(out=None, width=30):
+def progress_bar(out=None, width=30, unit="simulations"):
     """A progress(done, total) callback that redraws one line: bar, count, elapsed time, ETA."""
     out = out or sys.stderr
-    start = time.monotonic()
+    start = last = time.monotonic()
 
     def draw(done, total):
-        elapsed = time.monotonic() - start
+        nonlocal last
+        now = time.monotonic()
+        if 0 < done < total and now - last < 0.1:          # at most ten redraws a second
+            return
+        last, elapsed = now, now - start
         eta = f"{elapsed / done * (total - done):.1f} s" if done else "?"
         filled = round(width * done / total) if total else width
-        out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} simulations, "
+        out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {unit}, "
                   f"{elapsed:.1f} s elapsed, ETA {eta} ")
         if done == total:
             out.write("\n")
@@ -115,8 +119,8 @@ def plot_series(rows, varied, name) -> dict:
 def cmd_sweep(args):
     fixed = config.parse_sets(args.set)
     varied = parse_vary(args.vary, fixed)
-    if args.plot and not Path(args.plot).resolve().parent.is_dir():
-        raise ScenarioError("--plot", f"no directory to write {args.plot!r} into")
+    if args.plot:
+        check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
     sc = config.load_scenario(args.scenario, fixed)
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, parse_gpus(args.gpus), varied, jobs=args.jobs,
@@ -125,7 +129,8 @@ def cmd_sweep(args):
         from . import plot                       # matplotlib only when a plot is asked for
         plot.scaling(plot_series(rows, varied, sc.name), args.plot, f"{sc.name}: speed-up against GPUs")
     if args.json:
-        json.dump([{"settings": settings, **r.to_dict()} for settings, r in rows], sys.stdout, indent=2)
+        json.dump([{"settings": settings, **r.to_dict()} for settings, r in rows], sys.stdout, indent=2,
+                  allow_nan=False)
         print()
         return
     print(describe(sc))

@@ -3,7 +3,9 @@
 (dpsim.sweeps runs many scenarios at once, sharing what they have in common.)
 """
 import dataclasses
+import math
 
+from . import limits
 from .config import Scenario, load_scenario
 from .engine import Engine
 from .errors import ScenarioError
@@ -21,6 +23,7 @@ def with_gpus(sc: Scenario, gpus: int) -> Scenario:
     """The scenario on `gpus` GPUs: fill one node first, then add whole nodes."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise ScenarioError("gpus", f"GPU counts must be integers >= 1, got {gpus!r}")
+    limits.at_most("gpus", gpus, limits.GPUS, "GPUs")
     if gpus == 1:
         return single_gpu(sc)
     per_node = sc.cluster.gpus_per_node
@@ -49,11 +52,13 @@ def resolved(sc: Scenario) -> dict:
     return out
 
 
-def simulate(scenario, overrides: dict | None = None, trace: bool = False, baseline: Result | None = None) -> Result:
-    """Simulate a scenario (name, path, dict or Scenario). `baseline`: a one-GPU result to reuse."""
+def simulate(scenario, overrides: dict | None = None, trace: bool = False, baseline: Result | None = None,
+             progress=None) -> Result:
+    """Simulate a scenario (name, path, dict or Scenario). `baseline`: a one-GPU result to reuse;
+    progress(done, total): called after every iteration of the main run."""
     sc = load_scenario(scenario, overrides)
     record = Trace(gpus_per_node=sc.cluster.gpus_per_node) if trace else None
-    run = Engine(sc, record).run()
+    run = Engine(sc, record, progress=progress).run()
     sync_s = Engine(sc).sync_alone()
     if sc.gpus == 1:
         base = None
@@ -78,6 +83,8 @@ def uncompressed_twin(sc: Scenario) -> Scenario:
 
 def make_result(sc, run: Run, sync_s, base_throughput, plain: Run | None, record=None) -> Result:
     """A Result from the engine's Run. base_throughput None: sc is its own baseline."""
+    limits.check_finite("result", 1 / run.iteration_time_s if run.iteration_time_s > 0 else math.inf, sync_s,
+                        run.bytes_sent_per_gpu, *run.breakdown_s.values(), *(plain.breakdown_s.values() if plain else ()))
     own = throughput(sc, run)
     speedup = own / (own if base_throughput is None else base_throughput)
     return Result(run.iteration_time_s, own, speedup, speedup / sc.gpus, sync_s,

@@ -22,6 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from . import limits
 from .errors import ScenarioError
 
 LINKS_PID = 1_000_000      # the process holding one thread per link channel, after the nodes
@@ -80,6 +81,10 @@ class Trace:
 
     def span(self, lane, name, start, end, nbytes=0.0):
         if end > start:
+            if len(self.spans) >= limits.TRACE_SPANS and not limits.lifted():
+                raise ScenarioError("--trace", f"the timeline passed {limits.TRACE_SPANS:,} spans; trace fewer "
+                                    f"iterations (--set training.iterations=1 --set training.warmup_iterations=0) "
+                                    f"or fewer GPUs ({limits.LIFT}=1 lifts the limit)")
             self.spans.append(Span(lane, name, start, end, nbytes))
 
     def transfer(self, flow, end):
