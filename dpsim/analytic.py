@@ -13,6 +13,7 @@ that holds, and tests/test_analytic.py holds it to 1%.
 """
 import math
 
+from . import sharing
 from .strategies.dataparallel import segments
 
 
@@ -77,6 +78,15 @@ def chain(n, m, alpha, beta, gamma=0.0):
     """NCCL-style pipelined chain broadcast (gamma = 0) or reduce over n GPUs in S segments."""
     s = segments(m)
     return (s + n - 2) * (alpha + m / s * beta + m / s * gamma)
+
+
+def shared_ring(n, m, alpha, beta, gamma, devices, timeslice_s=0.0, busy_poll=False, shared_memory=False):
+    """The ring on n ranks sharing `devices` devices (dpsim.sharing): reductions (and, for
+    shared-memory messages, copies) at devices/n of their speed; with busy-polling ranks every
+    message also waits (1 - devices/n) x timeslice / 2 for its receiver to be scheduled."""
+    share = sharing.ranks_per_device(n, devices)
+    wait = sharing.wakeup_s(n, devices, timeslice_s) if busy_poll else 0.0
+    return ring(n, m, alpha + wait, beta * (share if shared_memory else 1.0), gamma * share)
 
 
 def compute_time(flops_per_sample, batch, peak_tflops, efficiency):

@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hardware, limits, models, strategies
+from . import hardware, limits, models, sharing, strategies
 from .errors import ScenarioError
 from .vocabulary import RENAMED, unknown_algorithm
 
@@ -49,6 +49,16 @@ class ClusterConfig:
     # Per-GPU speed factors (1.0 = the preset; 0.5 = half speed, a straggler). Shorter than
     # the number of GPUs: the rest run at 1.0.
     gpu_speed: list = _spec([], doc="per-GPU speed factors, e.g. [1, 1, 1, 0.7]")
+    # Ranks sharing devices (dpsim.sharing): more training processes than CPU cores, or several
+    # on one GPU. 0 keeps one device per rank, as on every GPU cluster.
+    devices_per_node: int = _spec(0, nonneg=True, doc="compute devices the node's ranks share (CPU cores or "
+                                  "GPUs); 0 = one per rank")
+    shared_memory_messages: bool = _spec(False, doc="messages inside a node are memory copies made by the "
+                                         "ranks' own devices (MPI between CPU processes)")
+    # How long a runnable process waits for a core it does not have: Linux's base time slice
+    # (sysctl kernel.sched_base_slice_ns, 3 ms by default since Linux 6.6's EEVDF scheduler;
+    # kernel documentation, "EEVDF Scheduler"). An assumption; course calibrate measures it.
+    timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,8 @@ class SyncConfig:
     # (~1 us, OSU latency benchmark order). An assumption; calibrate it (course/).
     message_overhead_us: float = _spec(25.0, nonneg=True, doc="software cost per host-staged message")
     update_location: str = _spec("gpu", choices=UPDATE_LOCATIONS, doc="cpu = the CPU parameter server applies the update (MXNet kvstore)")
+    busy_poll: bool = _spec(False, doc="a rank waiting for a message spins on its device, as MPI does on CPU "
+                            "cores (matters only when ranks outnumber devices)")
 
 
 SECTIONS = {
@@ -142,6 +154,17 @@ class Scenario:
     @property
     def gpus(self) -> int:
         return self.cluster.nodes * self.cluster.gpus_per_node
+
+    @property
+    def sharing(self) -> float:
+        """Ranks per device (at least 1): every rank's device work runs this much slower."""
+        return sharing.ranks_per_device(self.cluster.gpus_per_node, self.cluster.devices_per_node)
+
+    @property
+    def wakeup_s(self) -> float:
+        """What a message waits, on average, for its busy-polling receiver to be scheduled."""
+        c = self.cluster
+        return sharing.wakeup_s(c.gpus_per_node, c.devices_per_node, c.timeslice_us / 1e6) if self.sync.busy_poll else 0.0
 
     @property
     def processes_per_node(self) -> int:

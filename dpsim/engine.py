@@ -31,6 +31,7 @@ every round instead (the detailed path); both give the same results up to roundi
 run whose replay turned out to share the network is redone on the detailed path by itself.
 `python -m dpsim.bench` measures both.
 """
+import dataclasses
 import random
 
 import simpy
@@ -44,6 +45,15 @@ from .results import Run
 from .vocabulary import BREAKDOWN, split_sync_wait
 
 
+def node_links(sc):
+    """(intra, host_link) as the ranks see them: with shared_memory_messages on shared devices,
+    each rank's copies get its device's share of the bandwidth (dpsim.sharing)."""
+    intra, host = sc.link_spec("intra"), sc.link_spec("host_link")
+    if sc.cluster.shared_memory_messages and sc.sharing > 1:
+        intra, host = (dataclasses.replace(l, bandwidth_gbs=l.bandwidth_gbs / sc.sharing) for l in (intra, host))
+    return intra, host
+
+
 class Engine:
     """`fast=False` forces the detailed path: every round of every collective simulated (see
     Machine.repeat for when the fast path is exact; results agree to rounding)."""
@@ -53,11 +63,13 @@ class Engine:
         self.fell_back = False      # a replay was disturbed and the run was redone in detail
         self.env = simpy.Environment()
         c, s = sc.cluster, sc.sync
-        self.cluster = Cluster(c.nodes, c.gpus_per_node, sc.link_spec("intra"), sc.link_spec("inter"),
-                               sc.link_spec("host_link"), c.gpus_per_pcie_switch)
+        intra, host_link = node_links(sc)
+        self.cluster = Cluster(c.nodes, c.gpus_per_node, intra, sc.link_spec("inter"), host_link,
+                               c.gpus_per_pcie_switch)
         self.net = Network(self.env, trace)
         self.machine = Machine(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
-                         s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast)
+                               s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,
+                               sc.sharing, sc.wakeup_s)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
         self.cpu_update = s.update_location == "cpu"
@@ -72,7 +84,7 @@ class Engine:
         self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
-        self.slowness = [1.0 / v for v in speeds]
+        self.slowness = [sc.sharing / v for v in speeds]          # ranks sharing a device: dpsim.sharing
         self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
 
     # -- pieces of an iteration
@@ -132,8 +144,9 @@ class Engine:
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
         if self.updaters:
-            yield self._compute("update", w.update_s, [1.0] * len(self.updaters), self.updaters)
-            phases["update"] += w.update_s
+            update_s = w.update_s * self.sc.sharing
+            yield self._compute("update", update_s, [1.0] * len(self.updaters), self.updaters)
+            phases["update"] += update_s
 
     # -- whole runs
     def window(self) -> tuple[int, int]:

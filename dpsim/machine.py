@@ -28,7 +28,8 @@ are one wait of the same length. See `repeat` for exactly when that is exact.
 
 class Machine:
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
-                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True):
+                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True,
+                 sharing=1.0, wakeup_s=0.0):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         self.fast = fast            # False: simulate every round of every collective (the detailed path)
         self.replayed_rounds = 0    # rounds the fast path stood in for instead of simulating them
@@ -38,10 +39,14 @@ class Machine:
         self.overhead = message_overhead_us * 1e-6
         self.kernel_launch = kernel_launch_us * 1e-6
         self.codec_s = 0.0          # time spent in encode/decode kernels (compression), summed
+        self.sharing = sharing      # ranks per device: device work (reduce, kernels) this much slower
+        self.wakeup = wakeup_s      # per message between ranks: the receiver waits to be scheduled
 
     def gamma(self, endpoint: str) -> float:
-        """Seconds per byte reduced on this endpoint."""
-        return self._gamma["host" if endpoint.startswith("host") else "gpu"]
+        """Seconds per byte reduced on this endpoint (a shared device's share of its speed)."""
+        if endpoint.startswith("host"):
+            return self._gamma["host"]
+        return self._gamma["gpu"] * self.sharing
 
     def route(self, src, dst, staged):
         if staged and src.startswith("gpu") and dst.startswith("gpu"):
@@ -53,13 +58,14 @@ class Machine:
         """Start every (src, dst, nbytes) transfer at once; an event for when all have arrived.
         staged: through host memory (default: as sync.staging says)."""
         staged = self.staging == "host" if staged is None else staged
-        overhead = self.overhead if staged else 0.0
+        overhead = (self.overhead if staged else 0.0) + self.wakeup
         events = [self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
         return self.env.all_of(events)
 
     def copy(self, moves, label="copy"):
         """Plain DMA copies (host <-> GPU): direct routes, no messaging overhead."""
-        return self.send(moves, label, staged=False)
+        events = [self.net.transfer(self.route(s, d, False), s, d, n, label) for s, d, n in moves]
+        return self.env.all_of(events)
 
     def _busy(self, endpoints, label, seconds):
         """Every endpoint works for `seconds` at once (a span each on the timeline)."""
@@ -85,7 +91,7 @@ class Machine:
     def kernel(self, endpoints, label, bytes_touched, launches=1):
         """A memory-bound GPU kernel (quantise, decode, cast) on every endpoint at once:
         launch cost plus the bytes it reads and writes at memory bandwidth."""
-        seconds = launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw
+        seconds = (launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw) * self.sharing
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)
 
