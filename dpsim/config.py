@@ -55,9 +55,10 @@ class ClusterConfig:
                                   "GPUs); 0 = one per rank")
     shared_memory_messages: bool = _spec(False, doc="messages inside a node are memory copies made by the "
                                          "ranks' own devices (MPI between CPU processes)")
-    # How long a runnable process waits for a core it does not have: Linux's base time slice
-    # (sysctl kernel.sched_base_slice_ns, 3 ms by default since Linux 6.6's EEVDF scheduler;
-    # kernel documentation, "EEVDF Scheduler"). An assumption; course calibrate measures it.
+    # How long a runnable process may wait for a core it does not have: Linux's base time slice
+    # (EEVDF scheduler, Linux 6.6 on: 0.75 ms x (1 + log2 of the CPUs, counted up to 8), so
+    # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
+    # assumption; course calibrate measures what busy-polling ranks really wait.
     timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
 
 
