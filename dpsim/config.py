@@ -51,8 +51,9 @@ class ClusterConfig:
     gpu_speed: list = _spec([], doc="per-GPU speed factors, e.g. [1, 1, 1, 0.7]")
     # Ranks sharing devices (dpsim.sharing): more training processes than CPU cores, or several
     # on one GPU. 0 keeps one device per rank, as on every GPU cluster.
-    devices_per_node: int = _spec(0, nonneg=True, doc="compute devices the node's ranks share (CPU cores or "
-                                  "GPUs); 0 = one per rank")
+    devices_per_node: float = _spec(0.0, nonneg=True, doc="compute devices the node's ranks share (CPU cores or "
+                                    "GPUs; fractional: the capacity measured, e.g. 1.8 for two cores that run two "
+                                    "processes at 1.8x one); 0 = one per rank")
     shared_memory_messages: bool = _spec(False, doc="messages inside a node are memory copies made by the "
                                          "ranks' own devices (MPI between CPU processes)")
     # How long a runnable process may wait for a core it does not have: Linux's base time slice
@@ -88,6 +89,10 @@ class ComputeConfig:
     # report for an empty kernel launch (e.g. Zhang et al., "Understanding the GPU
     # Microarchitecture to Achieve Bare-Metal Performance Tuning", PPoPP 2017).
     kernel_launch_us: float = _spec(5.0, nonneg=True)
+    # The bandwidth the codec's kernels (1-bit quantise/decode, fp16 casts) reach on the bytes
+    # they touch; 0 = the GPU's memory bandwidth (cluster.gpu.mem_bw_gbs), as a memory-bound
+    # kernel written for the GPU does. course calibrate measures NumPy's, far below a copy's.
+    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels; 0 = mem_bw_gbs")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).

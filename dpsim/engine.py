@@ -69,7 +69,7 @@ class Engine:
         self.net = Network(self.env, trace)
         self.machine = Machine(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
                                s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,
-                               sc.sharing, sc.wakeup_s)
+                               sc.sharing, sc.wakeup_s, sc.compute.codec_gbs)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
         self.cpu_update = s.update_location == "cpu"

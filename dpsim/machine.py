@@ -29,11 +29,12 @@ are one wait of the same length. See `repeat` for exactly when that is exact.
 class Machine:
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
                  staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True,
-                 sharing=1.0, wakeup_s=0.0):
+                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         self.fast = fast            # False: simulate every round of every collective (the detailed path)
         self.replayed_rounds = 0    # rounds the fast path stood in for instead of simulating them
         self.gpu_mem_bw = gpu_mem_bw_gbs * 1e9
+        self.codec_bw = (codec_gbs or gpu_mem_bw_gbs) * 1e9     # what the codec's kernels reach
         self._gamma = {"gpu": 3 / (gpu_mem_bw_gbs * 1e9), "host": 3 / (host_mem_bw_gbs * 1e9)}
         self.staging = staging
         self.overhead = message_overhead_us * 1e-6
@@ -90,8 +91,8 @@ class Machine:
 
     def kernel(self, endpoints, label, bytes_touched, launches=1):
         """A memory-bound GPU kernel (quantise, decode, cast) on every endpoint at once:
-        launch cost plus the bytes it reads and writes at memory bandwidth."""
-        seconds = (launches * self.kernel_launch + bytes_touched / self.gpu_mem_bw) * self.sharing
+        launch cost plus the bytes it reads and writes at the codec's bandwidth."""
+        seconds = (launches * self.kernel_launch + bytes_touched / self.codec_bw) * self.sharing
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)
 

@@ -115,3 +115,19 @@ def test_max_t1_t2_rule_with_fine_buckets():
     assert it == pytest.approx(analytic.iteration_time(w.backward_s, t2), rel=0.05)
     no_overlap = Engine(sc.with_overrides({"sync.overlap": False})).run().iteration_time_s - w.update_s - w.forward_s
     assert no_overlap == pytest.approx(analytic.iteration_time(w.backward_s, t2, overlap=False), rel=0.01)
+
+
+@pytest.mark.parametrize("codec_gbs", [0.0, 20.0])
+def test_onebit_kernels_cost_their_bytes_at_the_codec_bandwidth(codec_gbs):
+    n, m, launch_us = 4, 40e6, 10.0
+    data = star(n, 12.5, 3.0, params=int(m / 4), strategy="ring", compression="1bit")
+    data["compute"] = {"kernel_launch_us": launch_us, "codec_gbs": codec_gbs}
+    eng = Engine(load_scenario(data))
+    eng.sync_alone()
+    v, bw = m / 4, (codec_gbs or GPUS["v100"].mem_bw_gbs) * 1e9
+    # quantise 12.125 B/value (2 launches); decode, sum, requantise the own stripe (n + 1);
+    # decode all stripes 4.125 B/value (n launches): dpsim/strategies/onebit.py's counts
+    by_hand = (12.125 * v / bw + 2 * launch_us * 1e-6) + ((8.125 * (n - 1) + 12.125) * v / n / bw
+                                                          + (n + 1) * launch_us * 1e-6) \
+        + (4.125 * v / bw + n * launch_us * 1e-6)
+    assert eng.machine.codec_s == pytest.approx(by_hand, rel=1e-9)
