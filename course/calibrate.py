@@ -45,7 +45,7 @@ import numpy as np
 
 from course import launch
 from course.fit import fit_compute, fit_launch, fit_link, summarise  # noqa: F401 (fit_* re-exported)
-from mpi_impl import data, nets
+from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
@@ -57,20 +57,6 @@ def cores():
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def pick_device(device):
-    """(array module, clock, devices that run in parallel): NumPy, perf_counter and the cores;
-    or CuPy, a clock that first waits for the GPU, and the GPUs. Everything below is written
-    for xp, so the CPU runs the very code a GPU would."""
-    if device == "cpu":
-        return np, time.perf_counter, cores()
-    import cupy
-
-    def clock():
-        cupy.cuda.get_current_stream().synchronize()
-        return time.perf_counter()
-    return cupy, clock, cupy.cuda.runtime.getDeviceCount()
 
 
 # ------------------------------------------------------------------ measurements
@@ -122,7 +108,8 @@ def step_times(model, width, depth, batch, batches=BATCHES, reps=15, xp=np, cloc
 
 def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=15, max_ranks=4, device="cpu"):
     """Every measurement, as a dict (the sidecar JSON)."""
-    xp, clock, devices = pick_device(device)
+    dev = pick_device(device)             # NumPy on the CPU, or CuPy and a clock that waits for the GPU
+    xp, clock, devices = dev.xp, dev.clock, dev.parallel
     peak = matmul_flops(xp, clock)
     net, points, parts = step_times(model, width, depth, batch, batches, reps, xp, clock)
     flops = 3 * net.flops_per_sample                  # forward + backward (2x forward)

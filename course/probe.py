@@ -21,7 +21,7 @@ calls spin while they wait, which takes cores away from ranks that share them), 
 compute time of a rank says how fast it computes when N ranks share the machine: how many
 ranks really run in parallel. A sync's time is what a rank spends in it, as mpi_impl.train
 counts exposed communication: the wait for the slowest rank included, a mean over ranks.
-The time inside the 1-bit codec (encode/decode, mpi_impl.sgd's clock) is kept as well.
+The time inside the 1-bit codec (encode/decode, OneBitAllreduce.codec_s) is kept as well.
 
 Ranks then pair up (0-1, 2-3, ...) and all pairs ping-pong at once; per message size the
 one-way time is half the best round trip of a few.
@@ -40,8 +40,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import data, nets, sgd
-from mpi_impl import train as train_main
+from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
@@ -81,19 +80,6 @@ def one_way_times(comm, reps):
     return out
 
 
-def pick_device(comm, device):
-    """(array module, clock): NumPy on the CPU; CuPy on a GPU (local rank mod GPUs, as
-    mpi_impl.train picks), with a clock that first waits for the GPU's queued work."""
-    xp, wait = train_main.pick_device(argparse.Namespace(device=device), comm)
-    if wait is None:
-        return xp, time.perf_counter
-
-    def clock():
-        wait()
-        return time.perf_counter()
-    return xp, clock
-
-
 def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
     """A block of `count` steps (after one warm-up step) for each algorithm in syncs, one
     block after the other: a sync sets the rhythm of the steps around it (how staggered the
@@ -102,14 +88,14 @@ def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
     and "codec" (time inside the 1-bit codec). One rank: one block "none", without a sync.
     The same code runs on NumPy and on CuPy arrays (--device)."""
     n = comm.Get_size()
-    xp, clock = pick_device(comm, device)
+    dev = pick_device(device, comm)       # as mpi_impl.train picks: GPU local rank mod GPUs
+    xp, clock = dev.xp, dev.clock
     train, _ = data.load("synthetic", samples=max(1024, batch))
     net = nets.build(model, train.shape, train.classes, width, depth, xp=xp)
     loader = Loader(train, batch)
     indices = np.arange(batch)
     opt = MomentumSGD(net.params, net.grads, 0.01, 0.9)
     g = net.grads
-    sgd.clock_the_codec()
     onebit = mpi_impl.OneBitAllreduce(comm=comm)
     blocks = {}
     for algo in (list(syncs) if n > 1 and syncs else ["none"]):
@@ -122,7 +108,7 @@ def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
             _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
             net.backward(dlogits)
             t2 = clock()
-            before = sgd.codec_seconds()
+            before = onebit.codec_s
             if algo == "1bit":
                 g[...] = onebit(g)
             elif algo != "none":
@@ -136,7 +122,7 @@ def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
                 continue
             for part, dt in (("load", t1 - t0), ("compute", t2 - t1), ("sync", t3 - t2),
                              ("scale", t4 - t3), ("update", t5 - t4),
-                             ("codec", sgd.codec_seconds() - before)):
+                             ("codec", onebit.codec_s - before)):
                 times[part].append(dt)
     return blocks
 

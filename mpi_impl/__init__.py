@@ -7,8 +7,10 @@ Run under ``mpiexec``::
     onebit = mpi_impl.OneBitAllreduce()            # 1-bit SGD exchange, keeps residuals
     approx = onebit(x)
 
-One file per algorithm (ring.py, ps.py, sharded_ps.py, tree.py, mpi_builtin.py, nccl.py,
-onebit.py); each docstring gives the algorithm's alpha-beta-gamma cost.  See README.md.
+One file per algorithm (ring.py, recursive_doubling.py, halving_doubling.py, ps.py,
+sharded_ps.py, mpi_builtin.py, nccl.py, onebit.py); each docstring gives the algorithm's
+alpha-beta-gamma cost.  The names are dpsim.vocabulary's, shared with the simulator (the
+one module of dpsim imported here).  See README.md.
 Importing this package only imports mpi4py (which initialises MPI); CuPy is imported only
 when a CuPy array is passed.
 """
@@ -16,15 +18,18 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from . import mpi_builtin, nccl, ps, ring, sharded_ps, tree
-from ._xp import array_module, is_gpu_array, make_wire
+from dpsim.vocabulary import unknown_algorithm
+
+from . import halving_doubling, mpi_builtin, nccl, ps, recursive_doubling, ring, sharded_ps
+from ._xp import array_module, is_gpu_array, make_wire, pick_device
 from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
 from .onebit import OneBitAllreduce
 
-#: the exact all-reduce algorithms, by the names the simulator's strategies use
-ALGORITHMS = ("ring", "ps", "sharded-ps", "tree", "mpi", "nccl")
+#: the exact all-reduce algorithms, named as in dpsim.vocabulary.ALGORITHMS
+ALGORITHMS = ("ring", "recursive-doubling", "halving-doubling", "ps", "sharded-ps", "mpi", "nccl")
 
-_MODULES = {"ring": ring, "ps": ps, "sharded-ps": sharded_ps, "tree": tree,
+_MODULES = {"ring": ring, "recursive-doubling": recursive_doubling,
+            "halving-doubling": halving_doubling, "ps": ps, "sharded-ps": sharded_ps,
             "mpi": mpi_builtin, "nccl": nccl}
 
 #: bytes this process has sent to other ranks, per algorithm, since it started
@@ -32,7 +37,7 @@ _MODULES = {"ring": ring, "ps": ps, "sharded-ps": sharded_ps, "tree": tree,
 bytes_sent_by_algo = {name: 0 for name in ALGORITHMS}
 
 __all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "OneBitAllreduce", "abort_on_error",
-           "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES"]
+           "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES", "pick_device"]
 
 
 def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | None = None,
@@ -41,7 +46,8 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
 
     x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
     and dtype on every rank; it is not modified (unless out=x).  The result has x's shape, dtype and type.
-    algo: one of ALGORITHMS.  cuda_aware: hand GPU arrays straight to MPI instead of staging
+    algo: one of ALGORITHMS (an old name such as "tree" raises ValueError with the new
+    names).  cuda_aware: hand GPU arrays straight to MPI instead of staging
     them through host memory (default: the MPI_IMPL_CUDA_AWARE environment variable).
     check: verify the arguments agree across ranks first (one tiny Allreduce); bad
     arguments raise ValueError/TypeError on every rank.  Turn off only in timing loops
@@ -63,7 +69,7 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     if problem:
         raise ValueError(problem)
     if algo not in _MODULES:
-        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+        raise ValueError(unknown_algorithm(algo, ALGORITHMS))
 
     if out is None:
         out = xp.array(x, copy=True, order="C")
@@ -79,5 +85,5 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
 def bytes_sent(algo: str, count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
     """Bytes `rank` sends in one all-reduce of `count` elements of `itemsize` bytes."""
     if algo not in _MODULES:
-        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+        raise ValueError(unknown_algorithm(algo, ALGORITHMS))
     return _MODULES[algo].bytes_sent(count, itemsize, nranks, rank)

@@ -13,12 +13,17 @@ through a :class:`Wire`, which hides how GPU memory reaches MPI:
 In both cases the current CUDA stream is synchronised before each MPI call, because MPI
 knows nothing about CUDA streams and would otherwise read half-computed data.
 
-CuPy stays optional: it is imported only when a CuPy array shows up.
+CuPy stays optional: it is imported only when a CuPy array shows up, or when
+:func:`pick_device` is asked for a GPU.  :func:`pick_device` is the one place where a
+program (mpi_impl.train, mpi_impl.bench, course/calibrate.py, course/probe.py) chooses
+between the two.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -41,6 +46,90 @@ def cuda_aware_from_env() -> bool:
     """Whether the user said their MPI accepts GPU pointers (``MPI_IMPL_CUDA_AWARE=1``)."""
     return os.environ.get("MPI_IMPL_CUDA_AWARE", "").strip().lower() in ("1", "true", "yes", "on")
 
+
+# ------------------------------------------------------------------ choosing the device
+
+@dataclass(frozen=True)
+class Device:
+    """Where a program's arrays live.
+
+    xp: ``numpy`` or ``cupy``.  wait(): block until the device has finished the work queued
+    so far (nothing to wait for on the CPU).  parallel: how many devices can compute at
+    the same time, the cores usable by this process or the GPUs of this machine.
+    """
+    xp: object
+    wait: object
+    parallel: int
+
+    def clock(self) -> float:
+        """time.perf_counter(), read after the device's queued work has finished."""
+        self.wait()
+        return time.perf_counter()
+
+
+def pick_device(kind: str = "cpu", comm=None) -> Device:
+    """NumPy on the CPU, or CuPy on a GPU, for this rank of `comm` (default COMM_WORLD).
+
+    "cpu": NumPy, with each rank's BLAS threads limited so that the ranks sharing this
+    machine share its cores (:func:`limit_blas_threads`).  "gpu": CuPy on GPU
+    local_rank % GPUs, local_rank being the rank among those on the same machine, so that
+    the ranks of a node spread over its GPUs.  Collective over comm (it asks which ranks
+    share the machine): call it on every rank.
+    """
+    comm = comm if comm is not None else MPI.COMM_WORLD
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local_rank, local_ranks = local.Get_rank(), local.Get_size()
+    local.Free()
+    if kind == "cpu":
+        limit_blas_threads(local_ranks, comm.Get_rank() == 0)
+        return Device(np, _nothing, usable_cores())
+    if kind != "gpu":
+        raise ValueError(f"unknown device {kind!r}; choose cpu or gpu")
+    import cupy
+    gpus = cupy.cuda.runtime.getDeviceCount()
+    cupy.cuda.Device(local_rank % gpus).use()
+    return Device(cupy, lambda: cupy.cuda.get_current_stream().synchronize(), gpus)
+
+
+def _nothing():
+    pass
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                      # not Linux
+        return os.cpu_count() or 1
+
+
+BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_blas_threads(local_ranks: int, speak: bool = True):
+    """Share the cores between the `local_ranks` ranks of this machine.
+
+    NumPy's BLAS starts one thread per core in every process, so N ranks on one machine
+    would run N x cores threads that spin while they wait: a matmul can become tens of
+    times slower. Unless the user set OMP_NUM_THREADS (or OPENBLAS_/MKL_NUM_THREADS), give
+    each rank cores // local_ranks threads (with threadpoolctl, which comes with
+    scikit-learn), or, if `speak`, say how to do it.
+    """
+    if local_ranks == 1 or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        return
+    threads = max(1, (os.cpu_count() or 1) // local_ranks)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        if speak:
+            print(f"note: {local_ranks} ranks share {os.cpu_count()} cores; set OMP_NUM_THREADS="
+                  f"{threads} (or pip install threadpoolctl) to keep BLAS threads from competing",
+                  flush=True)
+        return
+    threadpool_limits(threads, user_api="blas")
+
+
+# ------------------------------------------------------------------ buffers
 
 def chunk_bounds(n: int, parts: int) -> list[int]:
     """Offsets splitting n elements into `parts` nearly equal contiguous chunks.

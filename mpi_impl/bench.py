@@ -1,7 +1,7 @@
 """Time the all-reduce algorithms over message sizes, the way nccl-tests and the OSU
 micro-benchmarks do.  Run under mpiexec; rank 0 prints the table::
 
-    mpiexec -n 4 python -m mpi_impl.bench --algo ring,ps,mpi --sizes 1K,1M,64M
+    mpiexec -n 4 python -m mpi_impl.bench --algo ring,halving-doubling,mpi --sizes 1K,1M,64M
 
 For every size and algorithm: a few warm-up calls (the first also checks the arguments on
 all ranks), then `--iters` timed calls, each preceded by a Barrier so that all ranks start
@@ -16,10 +16,12 @@ busbw is the figure to compare with a link's bandwidth and across rank counts.  
 is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
+
+A bad command line (an unknown or old algorithm name, a bad size) is one line on stderr and
+exit code 2 on every rank.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -27,6 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
+from mpi_impl.errors import Parser, UsageError, algorithm_names, usage_errors
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
          "G": 1024 ** 3, "GB": 1024 ** 3}
@@ -109,9 +112,18 @@ def bench_size(algos, nbytes, args, comm, xp):
     return rows
 
 
+PROG = "mpi_impl.bench"
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m mpi_impl.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--algo", default="ring,ps,sharded-ps,tree,mpi",
+    with usage_errors(PROG):
+        return run(argv)
+
+
+def run(argv):
+    parser = Parser(prog=f"python -m {PROG}", description=__doc__.split("\n")[0])
+    parser.add_argument("--algo", default="ring,recursive-doubling,halving-doubling,ps,sharded-ps,mpi",
+                        type=algorithm_names(BENCH_ALGORITHMS),
                         help=f"comma-separated, from: {','.join(BENCH_ALGORITHMS)}")
     parser.add_argument("--sizes", default="1K,64K,1M,16M", help="buffer sizes in bytes, e.g. 1K,1M,64M")
     parser.add_argument("--iters", type=int, default=20)
@@ -124,24 +136,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     comm = MPI.COMM_WORLD
-    algos = [a.strip() for a in args.algo.split(",") if a.strip()]
-    bad = [a for a in algos if a not in BENCH_ALGORITHMS]
+    algos = args.algo
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     except ValueError as exc:
-        parser.error(str(exc))         # the same on every rank: all exit with code 2
-    if bad:
-        parser.error(f"unknown algorithm(s) {', '.join(bad)}; choose from {', '.join(BENCH_ALGORITHMS)}")
+        raise UsageError(str(exc)) from None     # the same on every rank: all exit with code 2
     if args.iters < 1 or args.warmup < 0:
-        parser.error("--iters must be >= 1 and --warmup >= 0")
+        raise UsageError("--iters must be >= 1 and --warmup >= 0")
     if args.device == "gpu":
         try:
-            import cupy as xp
+            import cupy  # noqa: F401
         except ImportError:
-            parser.error("--device gpu needs CuPy (pip install 'dpsim[gpu]')")
-        xp.cuda.Device(comm.Get_rank() % xp.cuda.runtime.getDeviceCount()).use()
-    else:
-        xp = np
+            raise UsageError("--device gpu needs CuPy (pip install 'dpsim[gpu]')") from None
+    xp = mpi_impl.pick_device(args.device, comm).xp
 
     rank0 = comm.Get_rank() == 0
     if rank0:
@@ -149,7 +156,7 @@ def main(argv=None):
               f"{args.iters} iterations after {args.warmup} warm-up; time = slowest rank, mean "
               f"over iterations; algbw, busbw from the mean")
         print(f"# {MPI.Get_library_version().splitlines()[0].strip()}")
-        print(f"{'size':>8} {'algo':>11} {'time(us)':>12} {'median(us)':>12} {'algbw(GB/s)':>12} "
+        print(f"{'size':>8} {'algo':>18} {'time(us)':>12} {'median(us)':>12} {'algbw(GB/s)':>12} "
               f"{'busbw(GB/s)':>12} {'sent/rank(B)':>14}")
     rows = []
     with mpi_impl.abort_on_error(comm):
@@ -157,7 +164,7 @@ def main(argv=None):
             for row in bench_size(algos, nbytes, args, comm, xp):
                 rows.append(row)
                 if rank0:
-                    print(f"{human(row['size_bytes']):>8} {row['algo']:>11} {row['time_us']:12.1f} "
+                    print(f"{human(row['size_bytes']):>8} {row['algo']:>18} {row['time_us']:12.1f} "
                           f"{row['median_us']:12.1f} "
                           f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
                           f"{row['sent_per_rank_bytes']:14d}", flush=True)

@@ -11,14 +11,20 @@ Two rules keep an MPI program from hanging:
    others blocked: :func:`abort_on_error` (a context manager) and :func:`install_excepthook`
    print the error and call ``MPI.COMM_WORLD.Abort(1)``, which ends every process of the
    job, so ``mpiexec`` exits non-zero.
+
+The command-line programs (mpi_impl.train, mpi_impl.bench) add a third: a bad command line
+is a :class:`UsageError`, which every rank reaches alike (the same arguments); rank 0 prints
+it as one line and every rank exits with code 2 (:class:`Parser`, :func:`usage_errors`).
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import traceback
 
 import numpy as np
+from dpsim.vocabulary import unknown_algorithm
 from mpi4py import MPI
 
 #: dtypes the all-reduce algorithms can sum (MPI datatypes exist for all of them).
@@ -32,7 +38,8 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
                     same: dict | None = None):
     """Raise ValueError/TypeError on every rank if any rank's arguments are wrong.
 
-    Checked: `algo` is one of `algorithms` (when given), x's dtype is one of `dtypes` and the
+    Checked: `algo` is one of `algorithms` (when given; the message for an unknown or old
+    name is dpsim.vocabulary.unknown_algorithm's), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
     CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
     the caller found wrong on this rank.  `same` maps names to integer settings that must
@@ -52,9 +59,10 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     if high[4]:
         raise ValueError(problem or f"invalid {about} on another rank (see that rank's message)")
     if low[1] < 0 or high[1] != low[1]:
-        who = f"{algo!r} here" if algo_code < 0 else "an unknown or different one on another rank"
-        raise ValueError(f"unknown or inconsistent algorithm ({who}); "
-                         f"choose one of {', '.join(algorithms)} (the same on every rank)")
+        if algo_code < 0:
+            raise ValueError(unknown_algorithm(algo, algorithms))
+        raise ValueError(f"an unknown or different algorithm on another rank ({algo!r} here); "
+                         f"choose one of {', '.join(algorithms)}, the same on every rank")
     if low[2] < 0:
         who = f"dtype {dtype} here" if dtype_code < 0 else "a bad dtype on another rank"
         raise TypeError(f"cannot reduce this buffer ({who}); allowed dtypes: {', '.join(dtypes)}")
@@ -102,3 +110,51 @@ def install_excepthook(comm=None):
     """Make an uncaught exception on any rank abort the whole job (exit code 1)."""
     comm = comm or MPI.COMM_WORLD
     sys.excepthook = lambda t, e, tb: _report_and_abort(t, e, tb, comm)
+
+
+# ------------------------------------------------------------------ command lines
+
+class UsageError(Exception):
+    """Bad input from the user: one line on stderr, exit code 2, no traceback.
+
+    Only raised where every rank reaches the same verdict (arguments, data sizes), so
+    that all ranks exit the same way and none is left waiting in a collective."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but errors become UsageError, and only rank 0 prints --help."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+    def _print_message(self, message, file=None):
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            super()._print_message(message, file)
+
+
+@contextlib.contextmanager
+def usage_errors(prog: str):
+    """``with usage_errors("mpi_impl.train"): ...`` -- a UsageError becomes one line on
+    rank 0's stderr (``prog: error: ...``) and exit code 2 on every rank."""
+    try:
+        yield
+    except UsageError as error:
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def algorithm_name(allowed):
+    """An argparse type: one name from `allowed`; an unknown or old name (such as "tree") is
+    refused with dpsim.vocabulary.unknown_algorithm's one-line message."""
+    def parse(text):
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(unknown_algorithm(text, allowed))
+        return text
+    return parse
+
+
+def algorithm_names(allowed):
+    """An argparse type: a comma-separated list of names from `allowed` (see algorithm_name)."""
+    one = algorithm_name(allowed)
+    return lambda text: [one(name.strip()) for name in text.split(",") if name.strip()] or [one(text)]

@@ -1,16 +1,30 @@
 """The baseline: MPI's own ``MPI_Allreduce`` (here MPICH's, from the ``mpich`` wheel).
 
-This is what the hand-written algorithms are measured against.  MPICH picks an algorithm
-by message size and rank count (Thakur, Rabenseifner & Gropp 2005): recursive doubling for
-short messages, Rabenseifner's reduce-scatter + all-gather for long ones, so its cost is
-about
+This is what the hand-written algorithms are measured against.  MPICH 5.0.2 picks its
+algorithm from a collective-selection tree compiled into libmpi (see it with
+``strings .venv/lib/libmpi.so.12 | grep '"collective=allreduce"'``; the environment
+variable MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE replaces it).  For a built-in
+operation such as SUM on an intra-node communicator it runs
 
-    T_mpi ~ 2 log2(p) alpha + 2 (p - 1)/p m beta + (p - 1)/p m gamma      (long messages)
+* ``MPIR_Allreduce_intra_recursive_doubling`` when the message is at most 8 bytes or has
+  fewer elements than the largest power of two <= p: our ``recursive-doubling``,
+  log2(p) (alpha + m beta + m gamma);
+* ``MPIR_Allreduce_intra_reduce_scatter_allgather`` otherwise: our ``halving-doubling``,
+  2 log2(p) alpha + 2 (p - 1)/p m beta + (p - 1)/p m gamma;
+
+each plus 2 alpha + 2 m beta + m gamma when p is not a power of two (costs from Thakur,
+Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
+IJHPCA 2005).  The same tree has a shared-memory algorithm (release-gather) for
+single-threaded MPI only; mpi4py initialises MPI with MPI_THREAD_MULTIPLE.  :func:`choice`
+is that rule.
 
 Called in place (``MPI.IN_PLACE``) on a copy of the input, exactly as the other algorithms
 work, so all of them pay the same copy.
 """
 from __future__ import annotations
+
+from . import halving_doubling, recursive_doubling
+from .recursive_doubling import largest_power_of_two
 
 
 def allreduce(buf, wire):
@@ -21,9 +35,20 @@ def allreduce(buf, wire):
     wire.allreduce_inplace(buf)
 
 
-def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
-    """Nominal bytes per rank: 2 (p - 1)/p m, the lower bound MPICH reaches for long messages.
+def choice(count: int, itemsize: int, nranks: int) -> str:
+    """The algorithm MPICH 5.0.2 runs for MPI_Allreduce(SUM) of `count` elements on an
+    intra-node communicator of nranks ranks: "recursive-doubling" or "halving-doubling"."""
+    if count * itemsize <= 8 or count < largest_power_of_two(nranks):
+        return "recursive-doubling"
+    return "halving-doubling"
 
-    MPI does not tell us what it really sent; this is the textbook figure, not a count.
-    """
-    return 2 * (p - 1) * count * itemsize // p
+
+def bytes_sent(count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
+    """Bytes per rank of the algorithm MPICH picks (:func:`choice`), averaged over the ranks
+    and rounded down: MPI does not tell what it really sent, and MPICH folds other ranks than
+    ours when nranks is not a power of two, so only the mean is the same.  `rank` is ignored."""
+    if nranks == 1:
+        return 0
+    module = {"recursive-doubling": recursive_doubling,
+              "halving-doubling": halving_doubling}[choice(count, itemsize, nranks)]
+    return sum(module.bytes_sent(count, itemsize, nranks, r) for r in range(nranks)) // nranks

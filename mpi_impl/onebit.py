@@ -6,7 +6,7 @@ The buffer is cut into p stripes; rank j owns stripe j and plays "server" for it
 
 1. **Worker quantisation.**  Each rank adds its worker residual to its gradient,
    ``w = g + e_worker``, and quantises w stripe by stripe: one sign bit per element
-   (``packbits``, eight to a byte) and one scale per chunk of ``chunk`` elements.  What was
+   (``packbits``, eight to a byte) and one scale per block of ``block`` elements.  What was
    lost, ``w - decode(encode(w))``, becomes the new worker residual.
 2. **Exchange (all-to-all).**  Stripe j of every rank goes to rank j.
 3. **Owner sum.**  Rank j decodes the p copies of its stripe and adds them in rank order,
@@ -20,61 +20,67 @@ With ``error_feedback=False`` the residuals stay zero (plain sign compression).
 
 **The quantiser** (our choice; CNTK used two values per matrix column, the mean of the
 positive and of the negative entries): an element becomes ``+s`` if it is >= 0, else
-``-s``, where s is the mean absolute value of its chunk of ``chunk`` (default 256)
-consecutive elements; chunks start at each stripe's beginning, and a stripe's last chunk
-may be shorter.  An all-zero chunk decodes to zeros.
+``-s``, where s is the mean absolute value of its block of ``block`` consecutive elements
+(default dpsim.vocabulary.ONEBIT_BLOCK = 256, the simulator's block too); blocks start at
+each stripe's beginning, and a stripe's last block may be shorter.  An all-zero block
+decodes to zeros.  (A stripe is a "chunk" in ring.py's sense: 1/p of the buffer.)
 
 **Cost.**  Each rank sends (p - 1)/p of the buffer twice, at 1/8 byte per element plus one
-scale per chunk (4 bytes for float32):
+scale per block (4 bytes for float32):
 
-    T_1bit = 2 (p - 1) alpha  +  2 (p - 1)/p  n (1/8 + s/chunk) beta  +  encode/decode time
+    T_1bit = 2 (p - 1) alpha  +  2 (p - 1)/p  n (1/8 + s/block) beta  +  encode/decode time
 
-i.e. 1/32 + s/(4 chunk) of the fp32 ring's bytes: 0.035 with float32 and chunk = 256
+i.e. 1/32 + s/(4 block) of the fp32 ring's bytes: 0.035 with float32 and block = 256
 (below 1/25), at the price of p - 1 messages per phase (Thakur, Rabenseifner & Gropp 2005
 give the alpha-beta cost of the all-to-all and all-gather used here).  Whether that wins
 depends on whether the wire or the arithmetic is the bottleneck: the point of the CNTK story.
+``OneBitAllreduce.codec_s`` adds up the seconds an instance spent in encode/decode, so that
+the codec's share of the time can be told apart from MPI's.  (On a GPU encode/decode only
+launch kernels; their run time shows up where the next MPI call waits for the GPU.)
 """
 from __future__ import annotations
 
+import time
+
+from dpsim.vocabulary import ONEBIT_BLOCK
 from mpi4py import MPI
 
 from . import _xp
 from ._xp import array_module, chunk_bounds, cuda_aware_from_env, is_gpu_array
 from .errors import FLOAT_DTYPES, check_arguments
 
-CHUNK = 256
+
+# -- the codec: one sign bit per element, one scale per block -----------------------------
+def block_count(n: int, block: int = ONEBIT_BLOCK) -> int:
+    """Scales for n values: one per block, the last block possibly shorter."""
+    return -(-n // block)
 
 
-# -- the codec: one sign bit per element, one scale per chunk -----------------------------
-def chunk_count(n: int, chunk: int = CHUNK) -> int:
-    return -(-n // chunk)
-
-
-def encode(v, chunk: int = CHUNK):
-    """Quantise 1-D v to (signs, scales): packed bits (1 = non-negative) and chunk means of |v|."""
+def encode(v, block: int = ONEBIT_BLOCK):
+    """Quantise 1-D v to (signs, scales): packed bits (1 = non-negative) and block means of |v|."""
     xp = array_module(v)
     signs = xp.packbits(v >= 0)
     magnitude = xp.abs(v)
-    full = v.size // chunk
-    scales = xp.empty(chunk_count(v.size, chunk), v.dtype)
+    full = v.size // block
+    scales = xp.empty(block_count(v.size, block), v.dtype)
     if full:
-        scales[:full] = magnitude[:full * chunk].reshape(full, chunk).mean(axis=1)
-    if v.size % chunk:
-        scales[full] = magnitude[full * chunk:].mean()
+        scales[:full] = magnitude[:full * block].reshape(full, block).mean(axis=1)
+    if v.size % block:
+        scales[full] = magnitude[full * block:].mean()
     return signs, scales
 
 
-def decode(signs, scales, n: int, out, chunk: int = CHUNK):
+def decode(signs, scales, n: int, out, block: int = ONEBIT_BLOCK):
     """Write the n values that (signs, scales) stand for into out: +scale or -scale each."""
     xp = array_module(out)
     unit = xp.asarray([-1, 1], dtype=out.dtype)
     xp.take(unit, xp.unpackbits(signs)[:n], out=out)   # bit 1 -> +1.0, bit 0 -> -1.0
-    full = n // chunk
+    full = n // block
     if full:
-        by_chunk = out[:full * chunk].reshape(full, chunk)
-        xp.multiply(by_chunk, scales[:full, None], out=by_chunk)   # +-1 * s is exact
-    if n % chunk:
-        out[full * chunk:] *= scales[full]
+        by_block = out[:full * block].reshape(full, block)
+        xp.multiply(by_block, scales[:full, None], out=by_block)   # +-1 * s is exact
+    if n % block:
+        out[full * block:] *= scales[full]
     return out
 
 
@@ -82,11 +88,11 @@ def decode(signs, scales, n: int, out, chunk: int = CHUNK):
 class _Plan:
     """Stripe layout and residuals for one (buffer size, dtype, array module)."""
 
-    def __init__(self, xp, n, dtype, p, rank, chunk):
+    def __init__(self, xp, n, dtype, p, rank, block):
         self.stripes = chunk_bounds(n, p)
         lengths = [self.stripes[j + 1] - self.stripes[j] for j in range(p)]
         self.sign_counts = [-(-L // 8) for L in lengths]            # bytes per stripe
-        self.scale_counts = [chunk_count(L, chunk) for L in lengths]
+        self.scale_counts = [block_count(L, block) for L in lengths]
         self.own = lengths[rank]
         self.worker_residual = xp.zeros(n, dtype)
         self.server_residual = xp.zeros(self.own, dtype)
@@ -105,18 +111,20 @@ class OneBitAllreduce:
 
     One instance keeps one pair of residuals per buffer size and dtype, carried from call to
     call; use one instance per gradient buffer.  ``bytes_sent`` counts what this rank has
-    sent so far.
+    sent so far, ``codec_s`` the seconds this instance has spent in encode/decode.
+    ``block``: values per scale (every rank must use the same).
     """
 
-    def __init__(self, comm=None, error_feedback: bool = True, chunk: int = CHUNK,
+    def __init__(self, comm=None, error_feedback: bool = True, block: int = ONEBIT_BLOCK,
                  cuda_aware: bool | None = None):
-        if int(chunk) < 1:
-            raise ValueError(f"chunk must be a positive number of elements, not {chunk!r}")
+        if int(block) < 1:
+            raise ValueError(f"block must be a positive number of elements, not {block!r}")
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.error_feedback = bool(error_feedback)
-        self.chunk = int(chunk)
+        self.block = int(block)
         self.cuda_aware = cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
         self.bytes_sent = 0
+        self.codec_s = 0.0
         self._plans: dict = {}
 
     def reset(self):
@@ -135,7 +143,7 @@ class OneBitAllreduce:
         """Start from saved residuals (as returned by residuals()) for buffers like `like`."""
         xp = array_module(like)
         p, rank = self.comm.Get_size(), self.comm.Get_rank()
-        plan = _Plan(xp, like.size, like.dtype, p, rank, self.chunk)
+        plan = _Plan(xp, like.size, like.dtype, p, rank, self.block)
         plan.worker_residual[...] = xp.asarray(worker).reshape(-1)
         plan.server_residual[...] = xp.asarray(server).reshape(-1)
         self._plans[(like.size, str(like.dtype), xp.__name__)] = plan
@@ -145,26 +153,27 @@ class OneBitAllreduce:
         if xp.__name__ == "numpy":
             x = xp.asarray(x)
         check_arguments(x, self.comm, dtypes=FLOAT_DTYPES, device=is_gpu_array(x),
-                        same={"chunk": self.chunk, "error_feedback": self.error_feedback})
+                        same={"block": self.block, "error_feedback": self.error_feedback})
         p, rank = self.comm.Get_size(), self.comm.Get_rank()
         key = (x.size, str(x.dtype), xp.__name__)
         if key not in self._plans:
-            self._plans[key] = _Plan(xp, x.size, x.dtype, p, rank, self.chunk)
+            self._plans[key] = _Plan(xp, x.size, x.dtype, p, rank, self.block)
         plan = self._plans[key]
         wire = _xp.make_wire(self.comm, xp, self.cuda_aware)
-        c, st = self.chunk, plan.stripes
+        st = plan.stripes
+        encode, decode = self._encode, self._decode
 
         # 1. worker: add the residual, quantise stripe by stripe, keep what was lost
         w = plan.work
         xp.add(x.reshape(-1), plan.worker_residual, out=w)
         sign_at = scale_at = 0
         for j in range(p):
-            signs, scales = encode(w[st[j]:st[j + 1]], c)
+            signs, scales = encode(w[st[j]:st[j + 1]])
             plan.signs_out[sign_at:sign_at + signs.size] = signs
             plan.scales_out[scale_at:scale_at + scales.size] = scales
             sign_at, scale_at = sign_at + signs.size, scale_at + scales.size
             if self.error_feedback:
-                decode(signs, scales, st[j + 1] - st[j], plan.decoded[st[j]:st[j + 1]], c)
+                decode(signs, scales, st[j + 1] - st[j], plan.decoded[st[j]:st[j + 1]])
         if self.error_feedback:
             xp.subtract(w, plan.decoded, out=plan.worker_residual)
 
@@ -180,15 +189,15 @@ class OneBitAllreduce:
         for sender in range(p):
             target = total if sender == 0 else one
             decode(plan.signs_in[sender * nb:(sender + 1) * nb],
-                   plan.scales_in[sender * ns:(sender + 1) * ns], plan.own, target, c)
+                   plan.scales_in[sender * ns:(sender + 1) * ns], plan.own, target)
             if sender > 0:
                 xp.add(total, one, out=total)
         xp.add(total, plan.server_residual, out=total)
 
         # 4. owner: quantise the sum again, keep what was lost
-        my_signs, my_scales = encode(total, c)
+        my_signs, my_scales = encode(total)
         if self.error_feedback:
-            decode(my_signs, my_scales, plan.own, one, c)
+            decode(my_signs, my_scales, plan.own, one)
             xp.subtract(total, one, out=plan.server_residual)
 
         # 5. all-gather the quantised stripes and decode them all
@@ -200,9 +209,24 @@ class OneBitAllreduce:
         for j in range(p):
             decode(plan.signs_out[sign_at:sign_at + plan.sign_counts[j]],
                    plan.scales_out[scale_at:scale_at + plan.scale_counts[j]],
-                   st[j + 1] - st[j], flat[st[j]:st[j + 1]], c)
+                   st[j + 1] - st[j], flat[st[j]:st[j + 1]])
             sign_at += plan.sign_counts[j]
             scale_at += plan.scale_counts[j]
 
         self.bytes_sent += wire.bytes_sent
         return out
+
+    # the codec, clocked: codec_s is the time spent here
+    def _encode(self, v):
+        start = time.perf_counter()
+        try:
+            return encode(v, self.block)
+        finally:
+            self.codec_s += time.perf_counter() - start
+
+    def _decode(self, signs, scales, n, out):
+        start = time.perf_counter()
+        try:
+            return decode(signs, scales, n, out, self.block)
+        finally:
+            self.codec_s += time.perf_counter() - start

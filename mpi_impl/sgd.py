@@ -7,31 +7,39 @@ of the weights, so the copies never drift apart.
 
 `GradientAverager` does the averaging, with any of mpi_impl's all-reduce algorithms
 (`--sync`), optionally 1-bit compressed (`--compress 1bit`), either after backward or
-overlapped with it (`--overlap`):
+overlapped with it (`--overlap`). It picks one of three ways to run a bucket's all-reduce:
 
-* without overlap: one all-reduce of the whole flat gradient after backward;
-* with overlap: the gradient is cut into buckets of about `bucket_mb` MB, whole layers
+* `AfterBackward` (no overlap): one blocking all-reduce of the whole flat gradient, after
+  backward.
+* with overlap, the gradient is cut into buckets of about `bucket_mib` MiB, whole layers
   each, in backward order (the last layer's gradient is ready first). A bucket's
   all-reduce starts as soon as backward has finished all its layers, so communication of
-  late layers runs while backward still computes early ones.
-    - `--sync mpi` on the CPU: MPI's own non-blocking `Iallreduce` per bucket. MPICH only
-      moves a non-blocking collective forward inside MPI calls, so the loop calls
-      `Testall` after every layer to give it a push.
-    - every other case (the hand-written algorithms, NCCL, 1-bit, GPU arrays): a
-      communication thread runs the blocking all-reduce of each bucket, in order, while
-      the main thread continues backward (NumPy and MPI release the GIL while they work).
-      Only one thread calls MPI at a time, so MPI_THREAD_SERIALIZED is enough; with less,
-      the averager falls back to one all-reduce after backward.
-  `bucket_mb = 0` means one bucket, i.e. no overlap.
+  late layers runs while backward still computes early ones:
+    - `NonBlockingMPI` (`--sync mpi` on the CPU): MPI's own non-blocking `Iallreduce` per
+      bucket. MPICH only moves a non-blocking collective forward inside MPI calls, so the
+      loop calls `Testall` after every layer to give it a push.
+    - `CommThread` (every other case: the hand-written algorithms, NCCL, 1-bit, GPU
+      arrays): a communication thread runs the blocking all-reduce of each bucket, in
+      order, while the main thread continues backward (NumPy and MPI release the GIL while
+      they work). Only one thread calls MPI at a time, so MPI_THREAD_SERIALIZED is enough;
+      with less, the averager falls back to `AfterBackward`.
+  `bucket_mib = 0` means one bucket, i.e. no overlap.
 
-1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual) per bucket,
-and sends full-precision gradients until `warmup_samples` samples have been trained.
+The training loop's wait in finish() is its sync time on the critical path. Each step it is
+split with dpsim.vocabulary.split_sync_wait(wait, codec seconds of that step's buckets) into
+the timeline's exposed_comm and compression; the work itself, wherever it ran, is counted as
+"communication" and "codec" (see mpi_impl/timeline.py).
+
+1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual and codec
+clock, `codec_s`) per bucket, and sends full-precision gradients until `warmup_samples`
+samples have been trained.
 """
 import queue
 import threading
 import time
 
 import numpy as np
+from dpsim.vocabulary import MIB, split_sync_wait
 from mpi4py import MPI
 
 import mpi_impl
@@ -60,17 +68,18 @@ class MomentumSGD:
         self.params -= self._step
 
 
-def plan_buckets(layer_offsets, itemsize, bucket_mb):
+def plan_buckets(layer_offsets, itemsize, bucket_mib):
     """Cut the flat gradient into buckets of whole layers, in backward order.
 
     layer_offsets: (layer, lo, hi) per layer with parameters, in forward order.
     Returns [(lo, hi), ...], the first bucket holding the LAST layers (ready first).
-    Each bucket grows until it holds at least bucket_mb MB; bucket_mb <= 0 gives one.
+    Each bucket grows until it holds at least bucket_mib MiB (2**20 bytes, dpsim.vocabulary.MIB,
+    as in the simulator's sync.bucket_mib); bucket_mib <= 0 gives one.
     """
     total = layer_offsets[-1][2]
-    if bucket_mb <= 0:
+    if bucket_mib <= 0:
         return [(0, total)]
-    limit = bucket_mb * 1e6 / itemsize
+    limit = bucket_mib * MIB / itemsize
     buckets, hi = [], total
     for _, lo, _ in reversed(layer_offsets):
         if hi - lo >= limit:
@@ -85,19 +94,19 @@ class GradientAverager:
     """grads <- (sum over ranks of grads) / N, as configured; see the module docstring.
 
     Per step: begin(compressed) before backward, ready(lo) from backward's callback,
-    finish() after backward. The timeline gets 'communication' and 'compression' spans
-    where the work runs and an 'exposed_comm' span for the loop's wait in finish().
+    finish() after backward. The timeline gets spans for the work where it runs, its
+    "communication" and "codec" totals, and the loop's wait in finish() split into
+    exposed_comm and compression.
     """
 
     def __init__(self, grads, layer_offsets, comm, sync="ring", compress="none",
-                 error_feedback=True, overlap=False, bucket_mb=25.0, timeline=None):
+                 error_feedback=True, overlap=False, bucket_mib=25.0, timeline=None):
         self.grads, self.comm, self.sync = grads, comm, sync
         self.n = comm.Get_size()
         self.timeline = timeline
-        self.buckets = plan_buckets(layer_offsets, grads.itemsize, bucket_mb if overlap else 0)
+        self.buckets = plan_buckets(layer_offsets, grads.itemsize, bucket_mib if overlap else 0)
         self.onebit = None
         if compress == "1bit":
-            clock_the_codec()
             self.onebit = [mpi_impl.OneBitAllreduce(comm=comm, error_feedback=error_feedback)
                            for _ in self.buckets]
         iallreduce = sync == "mpi" and compress == "none" and isinstance(grads, np.ndarray)
@@ -106,67 +115,57 @@ class GradientAverager:
             # MPI calls from a second thread are not allowed: sync after backward instead.
             self.buckets = plan_buckets(layer_offsets, grads.itemsize, 0)
         if len(self.buckets) == 1:
-            self.mode = "blocking"
+            self.runner = AfterBackward(self)
         elif iallreduce:
-            self.mode = "iallreduce"
-            self.received = np.empty_like(grads)
+            self.runner = NonBlockingMPI(self)
         else:
-            self.mode = "thread"
-            self.thread = CommThread(self._reduce_bucket)
+            self.runner = CommThread(self)
         self.bytes_sent = 0                           # by this rank, cumulative
         self.compressed = False
+        self.codec_s = 0.0                            # encode/decode seconds of this step
         self._first_call = True
+
+    @property
+    def mode(self):
+        """How buckets are run: "blocking", "iallreduce" or "thread"."""
+        return self.runner.name
 
     # ------------------------------------------------------------------ the per-step calls
     def begin(self, compressed):
         """Start a step; compressed=False sends full precision (1-bit warm-up)."""
         self.compressed = compressed and self.onebit is not None
         self.started = 0                              # buckets started so far this step
-        self.requests = []
+        self.codec_s = 0.0
+        self.runner.begin()
 
     def ready(self, lo):
         """Backward has finished everything from offset lo on: start the buckets inside.
         (Without overlap there is one bucket, started by finish() after backward.)"""
-        if self.mode != "blocking":
+        if self.runner.during_backward:
             self._start_buckets_from(lo)
 
     def _start_buckets_from(self, lo):
         while self.started < len(self.buckets) and self.buckets[self.started][0] >= lo:
-            self._start(self.started)
+            self.runner.start(self.started)
             self.started += 1
-        if self.requests:
-            MPI.Request.Testall(self.requests)        # let MPICH make progress
+        self.runner.progress()
 
     def finish(self):
-        """Block until the whole gradient is averaged (this wait is the exposed comm)."""
+        """Block until the whole gradient is averaged. Returns the seconds waited, which the
+        timeline counts as exposed_comm and compression (split_sync_wait)."""
         start = time.perf_counter()
         self._start_buckets_from(0)
-        if self.mode == "iallreduce":
-            MPI.Request.Waitall(self.requests)
-            # in flight from the first Iallreduce until Waitall returned (an upper bound)
-            self._record(f"Iallreduce x{len(self.requests)} in flight", self.first_post,
-                         "communication", track=COMM_TRACK)
-            np.multiply(self.received, 1.0 / self.n, out=self.grads)
-        elif self.mode == "thread":
-            self.thread.wait()
+        self.runner.wait()
         name = "gradient sync (blocking)" if self.mode == "blocking" else "wait for gradients"
-        self._record(name, start, "exposed_comm")
+        end = self._record(name, start, codec_s=self.codec_s)
+        exposed, compression = split_sync_wait(end - start, self.codec_s)
+        if self.timeline is not None:
+            self.timeline.count("exposed_comm", exposed)
+            self.timeline.count("compression", compression)
+        return end - start
 
     # ------------------------------------------------------------------ the work
-    def _start(self, b):
-        if self.mode == "blocking":
-            self._reduce_bucket(b)
-        elif self.mode == "iallreduce":
-            lo, hi = self.buckets[b]
-            if not self.requests:
-                self.first_post = time.perf_counter()
-            self.requests.append(self.comm.Iallreduce(self.grads[lo:hi], self.received[lo:hi]))
-            self.bytes_sent += mpi_impl.bytes_sent("mpi", hi - lo, self.grads.itemsize,
-                                                   self.n, self.comm.Get_rank())
-        else:
-            self.thread.submit(b)
-
-    def _reduce_bucket(self, b):
+    def reduce_bucket(self, b):
         """Average bucket b in place with a blocking all-reduce (full or 1-bit)."""
         lo, hi = self.buckets[b]
         g = self.grads[lo:hi]
@@ -174,10 +173,10 @@ class GradientAverager:
         codec_s = 0.0
         if self.compressed:
             onebit = self.onebit[b]
-            bytes_before, codec_before = onebit.bytes_sent, codec_seconds()
+            bytes_before, codec_before = onebit.bytes_sent, onebit.codec_s
             total = onebit(g)
             self.bytes_sent += onebit.bytes_sent - bytes_before
-            codec_s = codec_seconds() - codec_before
+            codec_s = onebit.codec_s - codec_before
             g[...] = total
             name = f"1-bit allreduce bucket {b}"
         else:
@@ -187,21 +186,21 @@ class GradientAverager:
             name = f"{self.sync} allreduce bucket {b}"
         self._first_call = False
         g *= 1.0 / self.n                             # sum -> mean
-        track = 0 if self.mode == "blocking" else COMM_TRACK
-        end = self._record(name, start, None, track=track, elements=hi - lo, codec_s=codec_s)
+        end = self._record(name, start, track=self.runner.track, elements=hi - lo, codec_s=codec_s)
+        self.codec_s += codec_s
         if self.timeline is not None:
-            self.timeline.count("compression", codec_s)
+            self.timeline.count("codec", codec_s)
             self.timeline.count("communication", end - start - codec_s)
 
-    def _record(self, name, start, phase, track=0, **args):
+    def _record(self, name, start, work=None, track=0, **args):
+        """A span from start to now on the timeline (counted as `work` if given); returns now."""
         end = time.perf_counter()
         if self.timeline is not None:
-            self.timeline.add(name, start, end, phase=phase, track=track, **args)
+            self.timeline.add(name, start, end, phase=work, track=track, **args)
         return end
 
     def close(self):
-        if self.mode == "thread":
-            self.thread.close()
+        self.runner.close()
 
     # ------------------------------------------------------------------ checkpoints
     def state(self):
@@ -224,43 +223,87 @@ class GradientAverager:
         return self.grads[lo:hi]
 
 
-# Compression time: the 1-bit codec's encode/decode functions are wrapped with a clock,
-# so that the time spent quantising can be told apart from the time spent in MPI. (On a
-# GPU the codec only launches kernels; their run time shows up where the next MPI call
-# waits for the GPU, i.e. under communication.)
-_codec_clock = threading.local()
+# ---------------------------------------------------------------------- how buckets are run
+
+class BucketRunner:
+    """One way to run the buckets' all-reduces of a GradientAverager. start(b) is called for
+    each bucket in order, progress() after each layer of backward, wait() in finish()."""
+    name = ""
+    during_backward = True         # ready() starts buckets while backward runs
+    track = COMM_TRACK             # the trace track of the buckets' spans
+
+    def begin(self):
+        pass
+
+    def start(self, b):
+        raise NotImplementedError
+
+    def progress(self):
+        pass
+
+    def wait(self):
+        pass
+
+    def close(self):
+        pass
 
 
-def codec_seconds():
-    """Seconds this thread has spent in mpi_impl.onebit.encode/decode so far."""
-    return getattr(_codec_clock, "seconds", 0.0)
+class AfterBackward(BucketRunner):
+    """No overlap: finish() runs the one bucket's blocking all-reduce, on the loop's track."""
+    name = "blocking"
+    during_backward = False
+    track = 0
+
+    def __init__(self, averager):
+        self.start = averager.reduce_bucket
 
 
-def _timed(function):
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _codec_clock.seconds = codec_seconds() + time.perf_counter() - start
-    timed.clocked = True
-    return timed
+class NonBlockingMPI(BucketRunner):
+    """--sync mpi on CPU arrays, uncompressed: MPI's own Iallreduce per bucket into a second
+    buffer, pushed along with Testall after every layer; Waitall and the division by N in
+    finish()."""
+    name = "iallreduce"
+
+    def __init__(self, averager):
+        self.averager = averager
+        self.received = np.empty_like(averager.grads)
+        self.requests = []
+
+    def begin(self):
+        self.requests = []
+
+    def start(self, b):
+        av = self.averager
+        lo, hi = av.buckets[b]
+        if not self.requests:
+            self.first_post = time.perf_counter()
+        self.requests.append(av.comm.Iallreduce(av.grads[lo:hi], self.received[lo:hi]))
+        av.bytes_sent += mpi_impl.bytes_sent("mpi", hi - lo, av.grads.itemsize, av.n,
+                                             av.comm.Get_rank())
+
+    def progress(self):
+        if self.requests:
+            MPI.Request.Testall(self.requests)        # let MPICH make progress
+
+    def wait(self):
+        av = self.averager
+        MPI.Request.Waitall(self.requests)
+        # in flight from the first Iallreduce until Waitall returned (an upper bound)
+        av._record(f"Iallreduce x{len(self.requests)} in flight", self.first_post,
+                   work="communication", track=COMM_TRACK)
+        np.multiply(self.received, 1.0 / av.n, out=av.grads)
 
 
-def clock_the_codec():
-    from mpi_impl import onebit
-    if not getattr(onebit.encode, "clocked", False):
-        onebit.encode, onebit.decode = _timed(onebit.encode), _timed(onebit.decode)
-
-
-class CommThread:
-    """One background thread that runs `work(bucket)` for submitted buckets, in order.
+class CommThread(BucketRunner):
+    """One background thread that runs the averager's blocking all-reduce of each started
+    bucket, in order, while backward goes on.
 
     A single thread keeps every rank's MPI calls in the same order (collectives must
     match). An exception in the thread is re-raised by the next wait()."""
+    name = "thread"
 
-    def __init__(self, work):
-        self.work = work
+    def __init__(self, averager):
+        self.work = averager.reduce_bucket
         self.jobs = queue.Queue()
         self.error = None
         self.device = _current_cuda_device()
@@ -283,7 +326,7 @@ class CommThread:
             finally:
                 self.jobs.task_done()
 
-    def submit(self, b):
+    def start(self, b):
         self.jobs.put(b)
 
     def wait(self):

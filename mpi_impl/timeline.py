@@ -1,20 +1,26 @@
-"""Where the time went: phase totals per epoch, and spans for a Chrome trace.
+"""Where the time went: totals per epoch, and spans for a Chrome trace.
 
 Every timed piece of work is a span (name, start, end) on a track of this rank: track 0 is
 the training loop, track 1.. are the loader workers, and the communication thread (when
-overlapping) has its own track. Each span also counts towards one phase total:
+overlapping) has its own track. A span, or a count without a span, adds to one total:
 
-  load           producing batches (reading + per-sample decode), wherever it runs
-  data_wait      the training loop blocked waiting for the next batch
-  compute        forward + loss + backward
-  communication  gradient all-reduce work (may run concurrently with compute)
-  compression    1-bit quantisation work (part of the sync, reported on its own)
-  update         the optimizer step
-  exposed_comm   the training loop blocked on gradient synchronisation after backward
+the parts of an iteration, dpsim.vocabulary.BREAKDOWN (their meanings: vocabulary.MEANING),
+as far as one rank can tell them
+  data_wait       the training loop blocked waiting for the next batch
+  compute         forward + loss + backward
+  exposed_comm    the loop blocked on gradient synchronisation after backward, less ...
+  compression     ... the encode/decode time inside that wait (vocabulary.split_sync_wait,
+                  applied step by step in mpi_impl/sgd.py's GradientAverager.finish)
+  update          the optimizer step
+  straggler_wait  stays 0 here: it needs every rank's compute times, and mpi_impl/train.py
+                  moves it out of exposed_comm at the end of each epoch
 
-compute + data_wait + exposed_comm + update is the training loop's own time, the same
-four keys as the simulator's breakdown; load, communication and compression are amounts
-of work that can hide behind them.
+and WORK, amounts of work that can hide behind the loop (they are not parts of it):
+  load            producing batches (reading + per-sample decode), wherever it runs
+  communication   gradient all-reduce work, less the codec (may run during compute)
+  codec           1-bit encode/decode work (may run during compute)
+
+The loop's time not in any part is vocabulary.OTHER, worked out in train.py.
 
 The trace is Chrome's trace event format: {"traceEvents": [complete events]}, one process
 (pid) per rank, one thread (tid) per track; times in microseconds since the common start
@@ -27,9 +33,17 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-PHASES = ("load", "data_wait", "compute", "communication", "compression", "update", "exposed_comm")
+from dpsim.vocabulary import BREAKDOWN
+
+WORK = ("load", "communication", "codec")
+PHASES = BREAKDOWN + WORK              # every total a span or a count can add to
 TRACK_NAMES = {0: "training loop", 99: "communication"}
 COMM_TRACK = 99
+
+
+class Timed:
+    """What ``with timeline.span(...) as timed:`` gives: timed.seconds, once the block ended."""
+    seconds = 0.0
 
 
 class Timeline:
@@ -54,6 +68,8 @@ class Timeline:
             self.totals.clear()
 
     def add(self, name, start, end, phase=None, track=0, **args):
+        """A span; it adds end - start to the total `phase` (one of PHASES), if given."""
+        _check(phase)
         with self._lock:
             if phase:
                 self.totals[phase] += end - start
@@ -61,22 +77,27 @@ class Timeline:
                 self.spans.append((name, start - self.zero, end - start, track, args))
 
     def count(self, phase, seconds):
-        """Add to a phase total without a span of its own."""
+        """Add to a total (one of PHASES) without a span of its own."""
+        _check(phase)
         with self._lock:
             self.totals[phase] += seconds
 
     @contextmanager
     def span(self, name, phase=None, track=0, **args):
+        """Time the block as a span (see add); yields a Timed with the block's seconds."""
+        timed = Timed()
         start = time.perf_counter()
         try:
-            yield
+            yield timed
         finally:
             if self.sync is not None:
                 self.sync()
-            self.add(name, start, time.perf_counter(), phase=phase, track=track, **args)
+            end = time.perf_counter()
+            timed.seconds = end - start
+            self.add(name, start, end, phase=phase, track=track, **args)
 
     def take_totals(self):
-        """Phase totals (seconds) since the last call, every phase present; then reset."""
+        """Totals (seconds) since the last call, every one of PHASES present; then reset."""
         with self._lock:
             totals = {phase: self.totals.get(phase, 0.0) for phase in PHASES}
             self.totals.clear()
@@ -89,6 +110,11 @@ class Timeline:
                  "args": {"rank": self.rank, "track": TRACK_NAMES.get(track, f"loader {track - 1}"),
                           **args}}
                 for name, start, dur, track, args in self.spans]
+
+
+def _check(phase):
+    if phase is not None and phase not in PHASES:
+        raise ValueError(f"unknown total {phase!r}; one of {', '.join(PHASES)}")
 
 
 def write_chrome_trace(path, events_per_rank):

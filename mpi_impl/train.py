@@ -2,7 +2,7 @@
 
     mpiexec -n 4 python -m mpi_impl.train --data digits --model mlp --sync ring
     mpiexec -n 4 python -m mpi_impl.train --data digits --compress 1bit --warmup-samples 5000
-    mpiexec -n 2 python -m mpi_impl.train --model cnn --width 16 --overlap --bucket-mb 0.01 \\
+    mpiexec -n 2 python -m mpi_impl.train --model cnn --width 16 --overlap --bucket-mib 0.01 \\
         --json run.json --trace trace.json
 
 Every rank holds a full copy of the model and trains on its own shard of the data. One
@@ -17,25 +17,38 @@ training step on every rank:
 so N ranks with b samples each do the same as one process with batch N*b.
 
 What --overlap means (details in mpi_impl/sgd.py): the gradient is cut into buckets of
-whole layers (--bucket-mb), and each bucket's all-reduce starts as soon as backward has
-produced it. With --sync mpi on the CPU that is MPI's non-blocking Iallreduce; with ring,
-ps, sharded-ps, tree, nccl, or --compress 1bit, a communication thread runs the blocking
-algorithm on each bucket while the main thread goes on with backward (real concurrency
-needs a free core for that thread). Without --overlap: one all-reduce after backward.
+whole layers (--bucket-mib, in MiB as dpsim's sync.bucket_mib), and each bucket's all-reduce starts as soon as backward has
+produced it. With --sync mpi on the CPU that is MPI's non-blocking Iallreduce; with the
+other algorithms, or --compress 1bit, a communication thread runs the blocking algorithm on
+each bucket while the main thread goes on with backward (real concurrency needs a free core
+for that thread). Without --overlap: one all-reduce after backward.
 
-Rank 0 prints
-one line per epoch; --json writes per-epoch metrics and the time breakdown, --trace a
-Chrome trace with one process per rank.
+Rank 0 prints one line per epoch; --json writes the result, --trace a Chrome trace with one
+process per rank.
 
-The JSON's top level follows the simulator's result contract (iteration_time_s,
-throughput_samples_per_s, bytes_sent_per_gpu, breakdown_s per iteration with keys
-compute, data_wait, exposed_comm, update, plus load, communication, compression), taken
-over the epochs after the first (the first one pays one-time costs) when there are several.
-Each entry of "epochs" has the same breakdown as totals in seconds for that epoch,
-averaged over ranks, and per rank.
+The JSON's top level follows the simulator's result contract: iteration_time_s,
+throughput_samples_per_s, bytes_sent_per_gpu, and breakdown_s, seconds per iteration with
+the keys dpsim.vocabulary.BREAKDOWN + (vocabulary.OTHER,), which add up to iteration_time_s:
 
-Testing hooks: MPI_IMPL_FAIL_AT_STEP=k makes rank MPI_IMPL_FAIL_RANK (default: the last
-rank) raise at its k-th training step, to check that a failing rank ends the whole job.
+  compute         forward + loss + backward, the mean over ranks
+  data_wait       the loop waiting for the next batch
+  straggler_wait  the mean over steps of (slowest rank's compute - mean rank's compute):
+                  every rank's compute seconds of every step are gathered at the epoch's
+                  end; a rank's wait for the sync includes waiting for the slowest rank, so
+                  it is taken out of that rank's exposed_comm (never more than all of it)
+  exposed_comm    the rest of the loop's wait for the averaged gradient after backward, ...
+  compression     ... less the encode/decode seconds of that step (split step by step with
+                  vocabulary.split_sync_wait: the codec counts up to the whole wait)
+  update          the momentum SGD step
+  other           the rest of the loop's time (Python between the parts)
+
+(meanings as in vocabulary.MEANING). work_s, seconds per iteration, holds amounts of work
+that may hide behind those parts: load (producing batches, also by loader threads),
+communication (the all-reduce work, wherever it ran), codec (1-bit encode/decode work).
+Both are taken over the epochs after the first (which pays one-time costs) when there are
+several. Each entry of "epochs" has the same two dicts as totals in seconds for that epoch,
+the mean over ranks (breakdown_s adds up to its time_s, the mean over ranks of the loop's
+time), and per rank (breakdown_s_per_rank, work_s_per_rank).
 """
 import argparse
 import hashlib
@@ -46,38 +59,21 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from dpsim.vocabulary import BREAKDOWN, MIB, OTHER
 from mpi4py import MPI
 
 import mpi_impl
 from mpi_impl import checkpoint, data, nets
+from mpi_impl._xp import pick_device
+from mpi_impl.errors import Parser, UsageError, algorithm_name, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD
-from mpi_impl.timeline import PHASES, Timeline, write_chrome_trace
+from mpi_impl.timeline import WORK, Timeline, write_chrome_trace
 
 PROG = "mpi_impl.train"
 
 
-class UsageError(Exception):
-    """Bad input from the user: one line on stderr, exit code 2, no traceback.
-
-    Only raised where every rank reaches the same verdict (arguments, data sizes), so
-    that all ranks exit the same way and none is left waiting in a collective."""
-
-
 # ----------------------------------------------------------------------------- command line
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but errors become UsageError, and only rank 0 prints --help."""
-
-    quiet = MPI.COMM_WORLD.Get_rank() != 0
-
-    def error(self, message):
-        raise UsageError(message)
-
-    def _print_message(self, message, file=None):
-        if not self.quiet:
-            super()._print_message(message, file)
-
 
 def _number(kind, low, inclusive):
     def parse(text):
@@ -124,7 +120,8 @@ def build_parser():
     t.add_argument("--seed", type=count, default=0)
     t.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     s = p.add_argument_group("gradient synchronisation")
-    s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, default="ring")
+    s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, type=algorithm_name(mpi_impl.ALGORITHMS),
+                   default="ring", help="the all-reduce algorithm (mpi_impl/README.md)")
     s.add_argument("--compress", choices=("none", "1bit"), default="none")
     s.add_argument("--no-error-feedback", action="store_true",
                    help="1bit: drop the quantisation error instead of carrying it to the next step")
@@ -134,8 +131,10 @@ def build_parser():
                    help="all-reduce gradient buckets while backward still runs: MPI's "
                         "Iallreduce for --sync mpi on the CPU, a communication thread running "
                         "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
-    s.add_argument("--bucket-mb", type=nonnegative_float, default=25.0,
-                   help="bucket size for --overlap in MB; 0 = one bucket (default 25)")
+    s.add_argument("--bucket-mib", type=nonnegative_float, default=25.0,
+                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket (default 25)")
+    s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
+                   why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
     o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
@@ -144,14 +143,26 @@ def build_parser():
     return p
 
 
+class Renamed(argparse.Action):
+    """An option that has a new name: using it is a one-line usage error naming the new one."""
+
+    def __init__(self, option_strings, dest, new, why, **kwargs):
+        super().__init__(option_strings, argparse.SUPPRESS, nargs="?", default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS)
+        self.new, self.why = new, why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise UsageError(f"{option_string} is now {self.new}: {self.why}")
+
+
 def parse_args(argv, size):
     """Parse and check everything that can be checked without data or other ranks."""
     args = build_parser().parse_args(argv)
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
     if args.sync == "nccl" and args.device != "gpu":
-        raise UsageError("--sync nccl runs on NVIDIA GPUs: add --device gpu, or pick --sync "
-                         "from ring, ps, sharded-ps, tree, mpi")
+        cpu = ", ".join(a for a in mpi_impl.ALGORITHMS if a != "nccl")
+        raise UsageError(f"--sync nccl runs on NVIDIA GPUs: add --device gpu, or pick --sync from {cpu}")
     if args.device == "gpu":
         try:
             import cupy  # noqa: F401
@@ -182,57 +193,12 @@ def load_data(args, size):
 
 # ----------------------------------------------------------------------------- set-up
 
-def pick_device(args, comm):
-    """NumPy, or CuPy on GPU (local rank mod GPUs per node)."""
-    if args.device == "cpu":
-        limit_blas_threads(comm)
-        return np, None
-    import cupy
-    local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
-    cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
-    return cupy, lambda: cupy.cuda.get_current_stream().synchronize()
-
-
-BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def limit_blas_threads(comm):
-    """Share the cores between the ranks of this machine.
-
-    NumPy's BLAS starts one thread per core in every process, so N ranks on one machine
-    would run N x cores threads that spin while they wait: a matmul can become tens of
-    times slower. Unless the user set OMP_NUM_THREADS (or OPENBLAS_/MKL_NUM_THREADS), give
-    each rank cores // ranks-on-this-machine threads (with threadpoolctl, which comes with
-    scikit-learn), or say how to do it.
-    """
-    local_ranks = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
-    if local_ranks == 1 or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
-        return
-    threads = max(1, (os.cpu_count() or 1) // local_ranks)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        if comm.Get_rank() == 0:
-            print(f"note: {local_ranks} ranks share {os.cpu_count()} cores; set OMP_NUM_THREADS="
-                  f"{threads} (or pip install threadpoolctl) to keep BLAS threads from competing",
-                  flush=True)
-        return
-    threadpool_limits(threads, user_api="blas")
-
-
 def weights_digest(net):
     return hashlib.sha256(checkpoint.to_numpy(net.params).tobytes()).hexdigest()
 
 
-def maybe_fail(step, rank, size):
-    """Injected failure for tests: MPI_IMPL_FAIL_AT_STEP=k (and MPI_IMPL_FAIL_RANK)."""
-    at = os.environ.get("MPI_IMPL_FAIL_AT_STEP")
-    if at and step == int(at) and rank == int(os.environ.get("MPI_IMPL_FAIL_RANK", size - 1)):
-        raise RuntimeError(f"injected failure at step {step} (MPI_IMPL_FAIL_AT_STEP={at})")
-
-
 CHECKPOINT_KEYS = ("model", "width", "depth", "dtype", "data", "samples", "batch_per_rank",
-                   "seed", "compress", "overlap", "bucket_mb")
+                   "seed", "compress", "overlap", "bucket_mib")
 
 
 def save_checkpoint(args, comm, net, opt, averager, rng, epoch, samples_trained, history):
@@ -256,6 +222,10 @@ def restore_checkpoint(args, comm, net, opt, averager, rng):
     if None in epochs or len(set(epochs)) != 1:
         raise UsageError(f"checkpoints in {args.checkpoint} disagree (epochs per rank: {epochs}); "
                          f"delete them to start again")
+    if "bucket_mb" in meta["config"]:
+        raise UsageError(f"cannot resume from {args.checkpoint}: it was written when bucket sizes "
+                         f"were in MB (bucket_mb), they are in MiB now (--bucket-mib); delete it "
+                         f"to start again")
     wanted = {k: getattr(args, k) for k in CHECKPOINT_KEYS}
     changed = sorted(k for k in CHECKPOINT_KEYS if meta["config"].get(k) != wanted[k])
     if meta["ranks"] != comm.Get_size() or changed:
@@ -289,14 +259,14 @@ class Replica:
 
 def run_epoch(epoch, order, args, r):
     """One pass over this rank's shard (in `order`); returns this rank's (loss sum,
-    correct, samples)."""
+    correct, samples, [compute seconds of each step])."""
     net, tl, xp = r.net, r.tl, r.net.xp
     steps = len(order) // args.batch_per_rank
     loss_sum, correct, next_bar = 0.0, 0, 0.0
+    compute_s = []
     batches = r.loader.epoch(order)
     for step in range(steps):
         r.steps_done += 1
-        maybe_fail(r.steps_done, r.rank, r.size)
 
         # 1. load
         with tl.span("next batch", phase="data_wait"):
@@ -305,12 +275,13 @@ def run_epoch(epoch, order, args, r):
 
         # 2. compute (with --overlap, backward starts bucket all-reduces as it goes)
         r.averager.begin(compressed=r.samples_trained >= args.warmup_samples)
-        with tl.span("forward + backward", phase="compute"):
+        with tl.span("forward + backward", phase="compute") as compute:
             logits = net.forward(x)
             loss, dlogits, ok = nets.softmax_cross_entropy(logits, y)
             net.backward(dlogits, on_grads_ready=r.averager.ready)
+        compute_s.append(compute.seconds)
 
-        # 3. sync: grads <- all-reduce(grads) / N
+        # 3. sync: grads <- all-reduce(grads) / N (the wait: exposed_comm and compression)
         r.averager.finish()
 
         # 4. update
@@ -323,7 +294,7 @@ def run_epoch(epoch, order, args, r):
         if r.progress_bar and (step + 1 == steps or time.perf_counter() > next_bar):
             show_progress(epoch, args.epochs, step + 1, steps)
             next_bar = time.perf_counter() + 0.1
-    return float(loss_sum), int(correct), steps * args.batch_per_rank
+    return float(loss_sum), int(correct), steps * args.batch_per_rank, compute_s
 
 
 def evaluate(net, dataset, batch=500):
@@ -378,14 +349,15 @@ def train(args, comm):
     rank, size = comm.Get_rank(), comm.Get_size()
     train_set, test_set = load_data(args, size)
     # ---- from here on every rank passed the same checks; collectives are safe
-    xp, gpu_sync = pick_device(args, comm)
-    tl = Timeline(rank, sync=gpu_sync, keep_spans=bool(args.trace))
+    device = pick_device(args.device, comm)
+    xp = device.xp
+    tl = Timeline(rank, sync=None if xp is np else device.wait, keep_spans=bool(args.trace))
     net = nets.build(args.model, train_set.shape, train_set.classes, args.width, args.depth,
                      xp=xp, dtype=args.dtype, seed=args.seed)
     opt = MomentumSGD(net.params, net.grads, args.lr, args.momentum)
     averager = GradientAverager(net.grads, net.layer_offsets, comm, sync=args.sync,
                                 compress=args.compress, error_feedback=not args.no_error_feedback,
-                                overlap=args.overlap, bucket_mb=args.bucket_mb, timeline=tl)
+                                overlap=args.overlap, bucket_mib=args.bucket_mib, timeline=tl)
     loader = Loader(train_set, args.batch_per_rank, workers=args.loader_workers,
                     prefetch=args.prefetch, decode_ms=args.decode_ms, timeline=tl)
     shard = data.shard_indices(len(train_set), rank, size, args.seed)
@@ -415,12 +387,13 @@ def train(args, comm):
         tl.take_totals()
         bytes_before = averager.bytes_sent
         start = time.perf_counter()
-        loss_sum, correct, n = run_epoch(epoch, order, args, replica)
+        loss_sum, correct, n, compute_s = run_epoch(epoch, order, args, replica)
         elapsed = time.perf_counter() - start
 
         sums = np.array([loss_sum, correct, n], dtype=np.float64)
         comm.Allreduce(MPI.IN_PLACE, sums)
-        per_rank = comm.gather({"breakdown_s": tl.take_totals(), "time_s": elapsed,
+        per_rank = comm.gather({"totals": tl.take_totals(), "time_s": elapsed,
+                                "compute_steps_s": compute_s,
                                 "bytes_sent": averager.bytes_sent - bytes_before}, root=0)
         if rank == 0:
             test_loss, test_accuracy = evaluate(net, test_set)
@@ -441,10 +414,37 @@ def train(args, comm):
             write_json(args, size, net, steps, history, weights_digest(net))
 
 
+def rank_breakdowns(per_rank):
+    """Each rank's epoch, from what it gathered: (parts, work) per rank, the parts being
+    BREAKDOWN + (OTHER,) in seconds, adding up to that rank's loop time.
+
+    straggler_wait of rank r: the sum over steps of (slowest rank's compute - r's compute);
+    r waited that long for the slowest rank inside its sync, so it moves out of r's
+    exposed_comm (never more than all of it). Its mean over ranks is the sum over steps of
+    (max - mean) over ranks of the step's compute."""
+    compute = np.array([r["compute_steps_s"] for r in per_rank])         # ranks x steps
+    behind = (compute.max(axis=0) - compute).sum(axis=1) if compute.size else np.zeros(len(per_rank))
+    parts, work = [], []
+    for r, waited_for_slowest in zip(per_rank, behind):
+        totals = r["totals"]
+        b = {k: totals[k] for k in BREAKDOWN}
+        exposed = b["exposed_comm"]
+        b["straggler_wait"] = min(float(waited_for_slowest), exposed)
+        b["exposed_comm"] = exposed - b["straggler_wait"]
+        b[OTHER] = r["time_s"] - sum(b.values())
+        parts.append(b)
+        work.append({k: totals[k] for k in WORK})
+    return parts, work
+
+
+def mean_of(dicts):
+    return {k: float(np.mean([d[k] for d in dicts])) for k in dicts[0]}
+
+
 def epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy, test_samples):
     loss_sum, correct, n = sums
-    time_s = per_rank[0]["time_s"]
-    mean = {k: float(np.mean([r["breakdown_s"][k] for r in per_rank])) for k in PHASES}
+    time_s = float(np.mean([r["time_s"] for r in per_rank]))
+    parts, work = rank_breakdowns(per_rank)
     return {
         "epoch": epoch + 1, "epochs": args.epochs, "samples": int(n),
         "train_loss": loss_sum / n, "train_accuracy": correct / n,
@@ -452,8 +452,8 @@ def epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy, t
         "time_s": time_s, "samples_per_s": n / time_s, "iteration_time_s": time_s / steps,
         "steps": steps,
         "bytes_sent_per_rank": float(np.mean([r["bytes_sent"] for r in per_rank])),
-        "breakdown_s": mean,
-        "breakdown_s_per_rank": [r["breakdown_s"] for r in per_rank],
+        "breakdown_s": mean_of(parts), "work_s": mean_of(work),
+        "breakdown_s_per_rank": parts, "work_s_per_rank": work,
     }
 
 
@@ -462,11 +462,13 @@ def write_json(args, size, net, steps, history, digest):
     steady = history[1:] if len(history) > 1 else history
     iterations = sum(e["steps"] for e in steady)
     seconds = sum(e["time_s"] for e in steady)
+    per_iteration = lambda key: {k: sum(e[key][k] for e in steady) / iterations for k in steady[0][key]}
     result = {
         "iteration_time_s": seconds / iterations,
         "throughput_samples_per_s": sum(e["samples"] for e in steady) / seconds,
         "bytes_sent_per_gpu": sum(e["bytes_sent_per_rank"] for e in steady) / iterations,
-        "breakdown_s": {k: sum(e["breakdown_s"][k] for e in steady) / iterations for k in PHASES},
+        "breakdown_s": per_iteration("breakdown_s"),
+        "work_s": per_iteration("work_s"),
         "final_train_loss": history[-1]["train_loss"],
         "final_test_accuracy": history[-1]["test_accuracy"],
         "final_weights_sha256": digest,
@@ -487,12 +489,9 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
-        args = parse_args(argv, comm.Get_size())
-        train(args, comm)
-    except UsageError as error:
-        if rank == 0:
-            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        with usage_errors(PROG):
+            args = parse_args(argv, comm.Get_size())
+            train(args, comm)
     except SystemExit:
         raise
     except BaseException as error:              # anything else: take the whole job down

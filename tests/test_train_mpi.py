@@ -48,12 +48,14 @@ TRAJECTORY = [*DIGITS, "--samples", "640", "--epochs", "2", "--dtype", "float64"
 
 def test_algorithms_follow_the_same_trajectory(tmp_path):
     runs = {}
-    for sync in ("ring", "ps", "sharded-ps", "tree", "mpi"):
+    for sync in ("ring", "recursive-doubling", "halving-doubling", "ps", "sharded-ps", "mpi"):
         runs[sync] = train(4, tmp_path, *TRAJECTORY, "--sync", sync, name=sync)[0]
     # overlap: ring buckets in the communication thread, mpi buckets with Iallreduce
-    for sync in ("ring", "mpi"):
-        runs[f"{sync}+overlap"] = train(4, tmp_path, *TRAJECTORY, "--sync", sync, "--overlap",
-                                        "--bucket-mb", "0.005", name=f"{sync}-overlap")[0]
+    # (0.004 MiB = 524 float64 values: the last layer's 650 gradients are a bucket of their own)
+    for sync, mode in (("ring", "thread"), ("mpi", "iallreduce")):
+        runs[f"{sync}+overlap"], proc = train(4, tmp_path, *TRAJECTORY, "--sync", sync, "--overlap",
+                                              "--bucket-mib", "0.004", name=f"{sync}-overlap")
+        assert f"overlap in 2 buckets ({mode})" in proc.stdout
     assert runs["ring+overlap"]["config"]["overlap"]
     reference = np.array([e["train_loss"] for e in runs["mpi"]["epochs"]])
     for name, run in runs.items():
@@ -65,11 +67,12 @@ def test_algorithms_follow_the_same_trajectory(tmp_path):
 
 
 RESUMABLE = [*DIGITS, "--compress", "1bit", "--loader-workers", "2", "--overlap",
-             "--bucket-mb", "0.005"]
+             "--bucket-mib", "0.002"]          # 524 float32 values: 2 buckets
 
 
 def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_path):
-    first, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="first")
+    first, proc = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="first")
+    assert "overlap in 2 buckets (thread)" in proc.stdout
     second, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="second")
     assert first["final_weights_sha256"] == second["final_weights_sha256"]
 
@@ -80,7 +83,7 @@ def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_p
     assert resumed["final_weights_sha256"] == first["final_weights_sha256"]
     assert [e["train_loss"] for e in resumed["epochs"]] == [e["train_loss"] for e in first["epochs"]]
     with np.load(tmp_path / "ckpt" / "rank1.npz") as saved:
-        assert "worker_residual_0" in saved.files and "velocity" in saved.files
+        assert {"worker_residual_0", "worker_residual_1", "velocity"} <= set(saved.files)
         assert json.loads(str(saved["meta"]))["epoch"] == 4
 
 
@@ -92,29 +95,92 @@ def test_resume_refuses_changed_settings(tmp_path):
     assert proc.returncode == 2 and "--width" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path):
+    """Checkpoints written before buckets were in MiB carry bucket_mb (in 10**6 bytes): a
+    different bucket layout, so they are refused with one line rather than read."""
+    ckpt = tmp_path / "ckpt"
+    train(2, tmp_path, *DIGITS, "--epochs", "1", "--checkpoint", str(ckpt), name="a")
+    for rank in (0, 1):                       # make it look like an old one
+        path = ckpt / f"rank{rank}.npz"
+        with np.load(path) as f:
+            arrays = {k: f[k] for k in f.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        meta["config"]["bucket_mb"] = meta["config"].pop("bucket_mib")
+        np.savez(path, meta=np.array(json.dumps(meta)), **arrays)
+    proc = run_mpi(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--checkpoint", str(ckpt),
+                       "--resume"], timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "bucket_mb" in lines[0] and "--bucket-mib" in lines[0]
+
+
 def test_json_and_trace(tmp_path):
+    from dpsim.vocabulary import BREAKDOWN, OTHER
     trace = tmp_path / "trace.json"
     result, _ = train(2, tmp_path, "--model", "cnn", "--width", "4", "--data", "digits",
                       "--samples", "256", "--batch-per-rank", "16", "--epochs", "2",
                       "--loader-workers", "0", "--decode-ms", "0.2", "--trace", str(trace))
-    phases = {"load", "compute", "communication", "compression", "update", "data_wait", "exposed_comm"}
-    assert set(result["breakdown_s"]) == phases
+    assert list(result["breakdown_s"]) == [*BREAKDOWN, OTHER]
+    assert list(result["work_s"]) == ["load", "communication", "codec"]
     assert result["model"]["params"] > 0 and result["model"]["flops_per_sample"] > 0
     epoch = result["epochs"][-1]
     assert set(epoch) >= {"train_loss", "train_accuracy", "test_loss", "test_accuracy",
-                          "samples_per_s", "iteration_time_s", "breakdown_s"}
+                          "samples_per_s", "iteration_time_s", "breakdown_s", "work_s"}
     # 128 samples per rank per epoch, each decoded for at least 0.2 ms, inside the loop
-    assert epoch["breakdown_s"]["load"] >= 128 * 0.2e-3 * 0.9
-    assert epoch["breakdown_s"]["data_wait"] >= epoch["breakdown_s"]["load"]
-    for rank in epoch["breakdown_s_per_rank"]:
-        # without overlap the all-reduce runs after backward: all of it is exposed
-        assert rank["exposed_comm"] >= rank["communication"] > 0
-        loop = rank["compute"] + rank["data_wait"] + rank["exposed_comm"] + rank["update"]
-        assert loop <= epoch["time_s"] * 1.05 + 0.01
+    assert epoch["work_s"]["load"] >= 128 * 0.2e-3 * 0.9
+    assert epoch["breakdown_s"]["data_wait"] >= epoch["work_s"]["load"]
+    for part, work in zip(epoch["breakdown_s_per_rank"], epoch["work_s_per_rank"]):
+        # without overlap the all-reduce runs after backward: all of it is waited for
+        waited = part["exposed_comm"] + part["compression"] + part["straggler_wait"]
+        assert waited >= work["communication"] > 0
+        assert part["compression"] == 0 == work["codec"]             # nothing compressed
+        assert all(seconds >= 0 for seconds in part.values()), part
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
     assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
     assert {"forward + backward", "sgd step", "load batch"} <= {e["name"] for e in events}
+
+
+def adds_up(parts, total):
+    """The parts sum to the total, up to the rounding of the measured values (about 1e-16 s
+    each for times of a fraction of a second; 1e-12 leaves room)."""
+    return abs(sum(parts.values()) - total) <= 1e-12
+
+
+@pytest.mark.parametrize("extra", [[], ["--compress", "1bit", "--overlap", "--bucket-mib", "0.002"]])
+def test_the_breakdown_adds_up_to_the_iteration_time(tmp_path, extra):
+    from dpsim.vocabulary import BREAKDOWN, OTHER
+    result, _ = train(2, tmp_path, *DIGITS, "--epochs", "2", *extra)
+    assert list(result["breakdown_s"]) == [*BREAKDOWN, OTHER]
+    assert adds_up(result["breakdown_s"], result["iteration_time_s"])
+    for epoch in result["epochs"]:
+        assert adds_up(epoch["breakdown_s"], epoch["time_s"])
+        assert epoch["iteration_time_s"] * epoch["steps"] == pytest.approx(epoch["time_s"], rel=1e-12)
+        for part in epoch["breakdown_s_per_rank"]:
+            assert list(part) == [*BREAKDOWN, OTHER] and min(part.values()) >= 0, part
+    if extra:                                  # 1-bit: the codec ran, and some of it was waited for
+        assert result["work_s"]["codec"] > 0 and result["breakdown_s"]["compression"] > 0
+        assert result["breakdown_s"]["compression"] <= result["work_s"]["codec"] + 1e-12
+
+
+def test_a_slower_rank_shows_as_straggler_wait(tmp_path):
+    """Rank 1 computes 5 ms longer every step (injected by tests/mpi_checks/train_with_fault.py):
+    the mean rank waits about half of that for it, taken out of its exposed_comm."""
+    from dpsim.vocabulary import BREAKDOWN, OTHER
+    args = [*DIGITS, "--samples", "640", "--epochs", "2"]
+    even, _ = train(2, tmp_path, *args, name="even")
+    out = tmp_path / "slow.json"
+    proc = run_mpi(2, ["tests/mpi_checks/train_with_fault.py", "slow", "1", "5", *args,
+                       "--json", str(out)], timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    slow = json.loads(out.read_text())
+    assert list(slow["breakdown_s"]) == [*BREAKDOWN, OTHER]
+    assert adds_up(slow["breakdown_s"], slow["iteration_time_s"])
+    straggler = slow["breakdown_s"]["straggler_wait"]
+    assert 0.5 * 2.5e-3 <= straggler <= 1.5 * 2.5e-3, slow["breakdown_s"]
+    assert straggler > 2 * even["breakdown_s"]["straggler_wait"]
+    fast, slowest = slow["epochs"][-1]["breakdown_s_per_rank"]
+    assert fast["straggler_wait"] > 10 * slowest["straggler_wait"]
 
 
 def test_cifar10_binary_data_with_cnn(tmp_path):
@@ -128,16 +194,23 @@ def test_cifar10_binary_data_with_cnn(tmp_path):
 
 
 def test_a_failing_rank_ends_the_job(tmp_path):
+    """Rank 2 raises at its 3rd step (injected by tests/mpi_checks/train_with_fault.py) while
+    the others go on into the all-reduce: the whole job must end, not hang."""
     start = time.monotonic()
-    proc = run_mpi(4, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "5"], timeout=60,
-                   env={"MPI_IMPL_FAIL_AT_STEP": "3", "MPI_IMPL_FAIL_RANK": "2"})
+    proc = run_mpi(4, ["tests/mpi_checks/train_with_fault.py", "fail", "2", "3", *DIGITS,
+                       "--epochs", "5"], timeout=60)
     assert proc.returncode != 0
     assert "rank 2: RuntimeError: injected failure at step 3" in proc.stderr
+    assert "Finished Epoch" not in proc.stdout
     assert time.monotonic() - start < 30
 
 
 @pytest.mark.parametrize("args, names", [
-    (["--sync", "butterfly"], ["--sync", "ring", "sharded-ps", "tree", "mpi", "nccl"]),
+    (["--sync", "butterfly"], ["--sync", "'butterfly'", "ring", "recursive-doubling",
+                               "halving-doubling", "sharded-ps", "mpi", "nccl"]),
+    (["--sync", "tree"], ["--sync", "'tree' is gone", "recursive-doubling", "halving-doubling"]),
+    (["--bucket-mb", "1"], ["--bucket-mb is now --bucket-mib", "MiB"]),
+    (["--overlap", "--bucket-mb"], ["--bucket-mb is now --bucket-mib"]),
     (["--batch-per-rank", "0"], ["--batch-per-rank", "must be > 0"]),
     (["--compress", "2bit"], ["--compress", "none", "1bit"]),
     (["--data", "synthetic", "--samples", "3"], ["4 ranks", "3 training samples"]),

@@ -92,7 +92,7 @@ def test_loader_worker_error_reaches_the_loop():
 
 def test_buckets_cover_the_gradient_in_backward_order():
     offsets = [(1, 0, 100), (3, 100, 110), (5, 110, 400), (7, 400, 410)]
-    buckets = plan_buckets(offsets, itemsize=4, bucket_mb=200 * 4 / 1e6)   # 200 elements
+    buckets = plan_buckets(offsets, itemsize=4, bucket_mib=200 * 4 / 2**20)   # 200 elements
     assert buckets == [(110, 410), (0, 110)]
     assert plan_buckets(offsets, 4, 0) == [(0, 410)]
     assert plan_buckets(offsets, 4, 1e-9) == [(400, 410), (110, 400), (100, 110), (0, 100)]
@@ -128,3 +128,38 @@ def test_chrome_trace_format(tmp_path):
         assert e["ph"] == "X" and e["pid"] == 1 and set(e) >= {"name", "ts", "dur", "tid", "args"}
     totals = tl.take_totals()
     assert totals["load"] == pytest.approx(0.002) and set(totals) >= {"compute", "exposed_comm"}
+
+
+def test_timeline_totals_are_the_vocabulary_s_parts_and_the_work():
+    from dpsim.vocabulary import BREAKDOWN
+    from mpi_impl.timeline import PHASES, WORK
+    assert PHASES == BREAKDOWN + WORK and not set(WORK) & set(BREAKDOWN)
+    tl = Timeline(rank=0)
+    assert set(tl.take_totals()) == set(PHASES)
+    with pytest.raises(ValueError, match="unknown total"):
+        tl.count("exposed_communication", 1.0)
+    with tl.span("forward + backward", phase="compute") as timed:
+        sum(range(10000))
+    assert timed.seconds > 0 and tl.take_totals()["compute"] == timed.seconds
+
+
+def test_a_rank_s_breakdown_adds_up_and_takes_the_straggler_out_of_its_wait():
+    from dpsim.vocabulary import BREAKDOWN, OTHER
+    from mpi_impl.train import rank_breakdowns
+    from mpi_impl.timeline import PHASES
+    # rank 1 computes 3 ms longer in step 0 and 1 ms longer in step 1; rank 0 waits for it
+    totals = [dict.fromkeys(PHASES, 0.0) for _ in range(2)]
+    for t, compute, wait in zip(totals, (0.020, 0.024), (0.010, 0.006)):
+        t.update(compute=compute, exposed_comm=wait, data_wait=0.001, update=0.002, load=0.5)
+    per_rank = [{"totals": totals[0], "time_s": 0.040, "compute_steps_s": [0.010, 0.010]},
+                {"totals": totals[1], "time_s": 0.040, "compute_steps_s": [0.013, 0.011]}]
+    parts, work = rank_breakdowns(per_rank)
+    for p in parts:
+        assert list(p) == [*BREAKDOWN, OTHER]
+        assert sum(p.values()) == pytest.approx(0.040, abs=1e-15)
+    assert parts[0]["straggler_wait"] == pytest.approx(0.004) and parts[1]["straggler_wait"] == 0
+    assert parts[0]["exposed_comm"] == pytest.approx(0.006) and parts[1]["exposed_comm"] == 0.006
+    # the mean over ranks: the mean over steps of max - mean, summed over the 2 steps
+    mean = (parts[0]["straggler_wait"] + parts[1]["straggler_wait"]) / 2
+    assert mean == pytest.approx((0.0015 + 0.0005))
+    assert work[0] == {"load": 0.5, "communication": 0.0, "codec": 0.0}

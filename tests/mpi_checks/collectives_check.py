@@ -1,8 +1,8 @@
 """Run under mpiexec: every exact algorithm against MPI's own Allreduce (the oracle).
 
-Loops over algorithms, lengths (0, 1, fewer than the ranks, odd, larger), dtypes and
-shapes, and also runs each algorithm through host staging (a NumPy array pretending to be
-device memory).  Prints every mismatch and exits 1 if there was any, on every rank.
+Loops over algorithms (every one of mpi_impl.ALGORITHMS but nccl, which needs GPUs),
+lengths (0, 1, fewer than the ranks, odd, larger), dtypes and shapes, and also runs each
+algorithm through host staging (a NumPy array pretending to be device memory).  Prints every mismatch and exits 1 if there was any, on every rank.
 """
 import sys
 
@@ -95,8 +95,8 @@ with mpi_impl.abort_on_error():
         fail("ring: list input wrong")
 
     # host staging, as GPU arrays use it: NumPy arrays stand in for device memory
-    for algo in ("ring", "ps", "sharded-ps", "tree", "mpi"):
-        for n in (0, 5, 1001):
+    for algo in EXACT:
+        for n in (0, 1, 5, 1001):
             x = data(n, "float64", seed=7 * rank + n)
             ref = oracle(x)
             buf = x.copy()

@@ -18,10 +18,15 @@ failures = []
 ones = lambda n=10, dtype="float64": np.ones(n, dtype)
 CASES = [
     # name, call, expected exception, words the message must contain
-    ("unknown algo", lambda: mpi_impl.allreduce(ones(), "bogus"), ValueError, ["ring", "tree"]),
+    ("unknown algo", lambda: mpi_impl.allreduce(ones(), "bogus"), ValueError,
+     ["'bogus'", "ring", "recursive-doubling", "halving-doubling"]),
+    ("old name tree", lambda: mpi_impl.allreduce(ones(), "tree"), ValueError,
+     ["'tree' is gone", "recursive-doubling", "halving-doubling"]),
+    ("old name tree on rank 1", lambda: mpi_impl.allreduce(ones(), "tree" if rank == 1 else "ring"),
+     ValueError, ["halving-doubling"]),
     ("unknown algo on rank 1", lambda: mpi_impl.allreduce(ones(), "bogus" if rank == 1 else "ring"),
      ValueError, ["ring"]),
-    ("different algos", lambda: mpi_impl.allreduce(ones(), "ring" if rank else "tree"),
+    ("different algos", lambda: mpi_impl.allreduce(ones(), "ring" if rank else "halving-doubling"),
      ValueError, ["same on every rank"]),
     ("1bit is not an exact algo", lambda: mpi_impl.allreduce(ones(), "1bit"), ValueError, ["ring"]),
     ("object dtype", lambda: mpi_impl.allreduce(np.array([object()] * 3)), TypeError, ["float32"]),
@@ -37,9 +42,9 @@ CASES = [
     ("1bit int dtype", lambda: mpi_impl.OneBitAllreduce()(ones(8, "int32")), TypeError, ["float32"]),
     ("1bit lengths differ", lambda: mpi_impl.OneBitAllreduce()(ones(100 * (rank + 1))),
      ValueError, ["lengths"]),
-    ("1bit bad chunk", lambda: mpi_impl.OneBitAllreduce(chunk=0), ValueError, ["chunk"]),
-    ("1bit chunk differs", lambda: mpi_impl.OneBitAllreduce(chunk=256 + rank)(ones(1000)),
-     ValueError, ["chunk", "every rank"]),
+    ("1bit bad block", lambda: mpi_impl.OneBitAllreduce(block=0), ValueError, ["block"]),
+    ("1bit block differs", lambda: mpi_impl.OneBitAllreduce(block=256 + rank)(ones(1000)),
+     ValueError, ["block", "every rank"]),
 ]
 
 with mpi_impl.abort_on_error():

@@ -4,7 +4,7 @@ Every rank can recreate every rank's input (seeded by rank), so each rank runs t
 1-bit SGD exchange densely in plain NumPy -- quantise each rank's gradient plus its
 residual, sum in rank order, add the server residual, quantise again -- carrying the
 residuals across calls, and checks that the MPI result is the same, bit for bit.
-The oracle's quantiser is written here again, chunk by chunk, not imported.
+The oracle's quantiser is written here again, block by block, not imported.
 Also checks the bytes sent against the fp32 ring.  Exits 1 on any failure, on every rank.
 """
 import sys
@@ -13,6 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
+from dpsim.vocabulary import ONEBIT_BLOCK
 from mpi_impl import _xp, ring
 
 comm = MPI.COMM_WORLD
@@ -24,40 +25,40 @@ def stripes(n):
     return [len(s) for s in np.array_split(np.arange(n), p)]
 
 
-def quantise(v, chunk):
-    """Sign times mean |v| over each chunk of v (chunks start at v[0]); one chunk at a time."""
+def quantise(v, block):
+    """Sign times mean |v| over each block of v (blocks start at v[0]); one block at a time."""
     out = np.empty_like(v)
-    for start in range(0, v.size, chunk):
-        piece = v[start:start + chunk]
+    for start in range(0, v.size, block):
+        piece = v[start:start + block]
         scale = np.abs(piece).mean()
-        out[start:start + chunk] = np.where(piece >= 0, scale, -scale)
+        out[start:start + block] = np.where(piece >= 0, scale, -scale)
     return out
 
 
-def quantise_striped(v, chunk):
+def quantise_striped(v, block):
     out, at = np.empty_like(v), 0
     for length in stripes(v.size):
-        out[at:at + length] = quantise(v[at:at + length], chunk)
+        out[at:at + length] = quantise(v[at:at + length], block)
         at += length
     return out
 
 
 class DenseOracle:
-    def __init__(self, n, dtype, chunk, error_feedback):
+    def __init__(self, n, dtype, block, error_feedback):
         self.worker = [np.zeros(n, dtype) for _ in range(p)]
         self.server = np.zeros(n, dtype)
-        self.chunk, self.ef = chunk, error_feedback
+        self.block, self.ef = block, error_feedback
 
     def __call__(self, grads):
         total = None
         for r in range(p):
             w = grads[r] + self.worker[r]
-            q = quantise_striped(w, self.chunk)
+            q = quantise_striped(w, self.block)
             if self.ef:
                 self.worker[r] = w - q
             total = q.copy() if total is None else total + q
         total = total + self.server
-        result = quantise_striped(total, self.chunk)
+        result = quantise_striped(total, self.block)
         if self.ef:
             self.server = total - result
         return result
@@ -71,16 +72,17 @@ def grad(r, n, dtype, call):
 with mpi_impl.abort_on_error():
     for dtype in ("float64", "float32"):
         for n in sorted({0, 1, p, 2 * p + 1, 100, 1000, 3 * 256 * p + 13}):
-            for chunk, ef in ((256, True), (7, True), (256, False)):
-                if chunk < 256 and n > 1000:
-                    continue                   # the oracle's chunk loop is slow in Python
-                onebit = mpi_impl.OneBitAllreduce(error_feedback=ef, chunk=chunk)
-                oracle = DenseOracle(n, dtype, chunk, ef)
+            for block, ef in ((None, True), (7, True), (None, False)):
+                if block and n > 1000:
+                    continue                   # the oracle's block loop is slow in Python
+                onebit = (mpi_impl.OneBitAllreduce(error_feedback=ef, block=block) if block
+                          else mpi_impl.OneBitAllreduce(error_feedback=ef))    # the default block
+                oracle = DenseOracle(n, dtype, block or ONEBIT_BLOCK, ef)
                 for call in range(4):
                     grads = [grad(r, n, dtype, call) for r in range(p)]
                     got = onebit(grads[rank].reshape(-1, 1) if n else grads[rank])
                     want = oracle(grads)
-                    where = f"1bit n={n} {dtype} chunk={chunk} ef={ef} call {call}"
+                    where = f"1bit n={n} {dtype} block={block or ONEBIT_BLOCK} ef={ef} call {call}"
                     if got.dtype != want.dtype or got.size != n:
                         failures.append(f"{where}: got {got.dtype} of size {got.size}")
                     elif got.reshape(-1).tobytes() != want.tobytes():
@@ -98,6 +100,21 @@ with mpi_impl.abort_on_error():
     second.set_residuals(g, *[r.copy() for r in first.residuals(g)])
     if first(g).tobytes() != second(g).tobytes():
         failures.append("an instance with restored residuals continues differently")
+
+    # codec_s: each instance clocks its own encode/decode, nobody else's
+    first, second = mpi_impl.OneBitAllreduce(), mpi_impl.OneBitAllreduce()
+    g = grad(rank, 100_000, "float32", 0)
+    start = MPI.Wtime()
+    first(g)
+    took = MPI.Wtime() - start
+    if not 0 < first.codec_s <= took:
+        failures.append(f"codec_s {first.codec_s} after one call of {took} s")
+    if second.codec_s != 0:
+        failures.append("codec_s of an instance that was not called is not 0")
+    before = first.codec_s
+    second(g)
+    if first.codec_s != before or second.codec_s <= 0:
+        failures.append("calling one instance changed another's codec_s")
 
     # host staging, as for GPU arrays: NumPy pretends to be device memory; same bits expected
     wires = []
