@@ -27,9 +27,9 @@ How the CPU machine maps onto dpsim (course/README.md says it in words):
                     rank count calibrate did not probe, N > devices runs each GPU at
                     devices/N speed (and memory-bound kernels likewise)
 
-Measured phases are mapped onto dpsim's breakdown keys: compute, data_wait, update as they
-are; exposed_comm minus compression (mpi_impl's blocking sync span includes the codec);
-compression; `other` is the loop's remaining time. dpsim's straggler_wait is added to compute.
+Both halves report the same parts of an iteration (dpsim.vocabulary.BREAKDOWN), measured by
+mpi_impl.train and simulated by dpsim; the measured side also has `other`, the loop's time
+outside every part, which dpsim does not model (it is 0 on the predicted side).
 """
 import copy
 import json
@@ -40,8 +40,9 @@ import tomllib
 from pathlib import Path
 
 from course import fit, launch
+from dpsim.vocabulary import BREAKDOWN, OTHER
 
-PHASES = ("compute", "data_wait", "exposed_comm", "compression", "update", "other")
+PHASES = BREAKDOWN + (OTHER,)          # the measured side's parts; the predicted side's other is 0
 THRESHOLD = 0.15
 
 
@@ -94,21 +95,12 @@ def measure(ranks, sync, compress, model, width, depth, batch, samples, epochs, 
 
 
 def measured_phases(result):
-    """mpi_impl's per-iteration breakdown under dpsim's keys."""
-    b = result["breakdown_s"]
-    exposed = max(b.get("exposed_comm", 0.0) - b.get("compression", 0.0), 0.0)
-    out = {"compute": b["compute"], "data_wait": b["data_wait"], "exposed_comm": exposed,
-           "compression": b.get("compression", 0.0), "update": b["update"]}
-    out["other"] = max(result["iteration_time_s"] - sum(out.values()), 0.0)
-    return out
+    """mpi_impl.train's per-iteration breakdown: already in dpsim's parts, plus `other`."""
+    return {k: result["breakdown_s"].get(k, 0.0) for k in PHASES}
 
 
 def predicted_phases(breakdown):
-    b = dict(breakdown)
-    out = {k: b.get(k, 0.0) for k in PHASES if k != "other"}
-    out["compute"] += b.get("straggler_wait", 0.0)
-    out["other"] = 0.0
-    return out
+    return {**{k: breakdown.get(k, 0.0) for k in BREAKDOWN}, OTHER: 0.0}
 
 
 def diagnose(predicted_s, measured_s, pred_phases, meas_phases, threshold=THRESHOLD, onebit=False):

@@ -13,12 +13,14 @@ import json
 import math
 from pathlib import Path
 
+from dpsim.vocabulary import BREAKDOWN, OTHER
+
 from . import Verdict, choice, close, number, pending
 
 EX1_ROW = (2, "ring", "none")      # ranks, sync, compress
 EX2_ROW = (2, "ring", "none")
 EX3_ROW = (2, "ring", "1bit")
-PHASES = ("compute", "data_wait", "exposed_comm", "compression", "update", "other")
+PHASES = BREAKDOWN + (OTHER,)          # as course compare's rows hold them
 
 
 def _rows(result):
