@@ -43,7 +43,7 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
     CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
     the caller found wrong on this rank.  `same` maps names to integer settings that must
-    agree across ranks (e.g. a chunk size).  Costs one Allreduce of a few integers.
+    agree across ranks (e.g. 1-bit's block).  Costs one Allreduce of a few integers.
     """
     size = int(getattr(x, "size", -1))
     dtype = str(getattr(x, "dtype", type(x).__name__))

@@ -2,8 +2,8 @@
 
 Each sample costs a configurable amount of preprocessing (`decode_ms`, busy CPU work that
 stands in for JPEG decoding and augmentation). With `workers=0` the training loop does
-that work itself before every step, so the device waits for it (story 4: GPUs starving
-while data loads). With `workers=k` there are k threads; worker w prepares batches
+that work itself before every step, so the device waits for it (GPUs starving while data
+loads, as in lectures/05_input_pipeline.ipynb). With `workers=k` there are k threads; worker w prepares batches
 w, w+k, w+2k, ... and keeps up to `prefetch` of them ready in its own queue, so loading
 overlaps compute, and the loop only waits when the workers fall behind.
 

@@ -1,22 +1,22 @@
 """The baseline: MPI's own ``MPI_Allreduce`` (here MPICH's, from the ``mpich`` wheel).
 
 This is what the hand-written algorithms are measured against.  MPICH 5.0.2 picks its
-algorithm from a collective-selection tree compiled into libmpi (see it with
+algorithm by collective-selection rules compiled into libmpi (see them with
 ``strings .venv/lib/libmpi.so.12 | grep '"collective=allreduce"'``; the environment
-variable MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE replaces it).  For a built-in
-operation such as SUM on an intra-node communicator it runs
+variable MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE replaces them).  For a built-in
+operation such as SUM on an intra-node communicator of p ranks, with q the largest power
+of two <= p, it runs
 
 * ``MPIR_Allreduce_intra_recursive_doubling`` when the message is at most 8 bytes or has
-  fewer elements than the largest power of two <= p: our ``recursive-doubling``,
-  log2(p) (alpha + m beta + m gamma);
+  fewer than q elements: our ``recursive-doubling``, log2(q) (alpha + m beta + m gamma);
 * ``MPIR_Allreduce_intra_reduce_scatter_allgather`` otherwise: our ``halving-doubling``,
-  2 log2(p) alpha + 2 (p - 1)/p m beta + (p - 1)/p m gamma;
+  2 log2(q) alpha + 2 (q - 1)/q m beta + (q - 1)/q m gamma;
 
 each plus 2 alpha + 2 m beta + m gamma when p is not a power of two (costs from Thakur,
 Rabenseifner & Gropp, "Optimization of Collective Communication Operations in MPICH",
-IJHPCA 2005).  The same tree has a shared-memory algorithm (release-gather) for
+IJHPCA 2005).  The same rules name a shared-memory algorithm (release-gather) for
 single-threaded MPI only; mpi4py initialises MPI with MPI_THREAD_MULTIPLE.  :func:`choice`
-is that rule.
+is the rule above.
 
 Called in place (``MPI.IN_PLACE``) on a copy of the input, exactly as the other algorithms
 work, so all of them pay the same copy.

@@ -33,7 +33,7 @@ scale per block (4 bytes for float32):
 i.e. 1/32 + s/(4 block) of the fp32 ring's bytes: 0.035 with float32 and block = 256
 (below 1/25), at the price of p - 1 messages per phase (Thakur, Rabenseifner & Gropp 2005
 give the alpha-beta cost of the all-to-all and all-gather used here).  Whether that wins
-depends on whether the wire or the arithmetic is the bottleneck: the point of the CNTK story.
+depends on whether the wire or the arithmetic is the bottleneck (lectures/04_one_bit_sgd.ipynb).
 ``OneBitAllreduce.codec_s`` adds up the seconds an instance spent in encode/decode, so that
 the codec's share of the time can be told apart from MPI's.  (On a GPU encode/decode only
 launch kernels; their run time shows up where the next MPI call waits for the GPU.)

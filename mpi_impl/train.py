@@ -17,11 +17,12 @@ training step on every rank:
 so N ranks with b samples each do the same as one process with batch N*b.
 
 What --overlap means (details in mpi_impl/sgd.py): the gradient is cut into buckets of
-whole layers (--bucket-mib, in MiB as dpsim's sync.bucket_mib), and each bucket's all-reduce starts as soon as backward has
-produced it. With --sync mpi on the CPU that is MPI's non-blocking Iallreduce; with the
-other algorithms, or --compress 1bit, a communication thread runs the blocking algorithm on
-each bucket while the main thread goes on with backward (real concurrency needs a free core
-for that thread). Without --overlap: one all-reduce after backward.
+whole layers (--bucket-mib, in MiB as dpsim's sync.bucket_mib), and each bucket's
+all-reduce starts as soon as backward has produced it. With --sync mpi on the CPU that is
+MPI's non-blocking Iallreduce; with the other algorithms, or --compress 1bit, a
+communication thread runs the blocking algorithm on each bucket while the main thread goes
+on with backward (real concurrency needs a free core for that thread). Without --overlap:
+one all-reduce after backward.
 
 Rank 0 prints one line per epoch; --json writes the result, --trace a Chrome trace with one
 process per rank.
@@ -32,13 +33,14 @@ the keys dpsim.vocabulary.BREAKDOWN + (vocabulary.OTHER,), which add up to itera
 
   compute         forward + loss + backward, the mean over ranks
   data_wait       the loop waiting for the next batch
-  straggler_wait  the mean over steps of (slowest rank's compute - mean rank's compute):
-                  every rank's compute seconds of every step are gathered at the epoch's
-                  end; a rank's wait for the sync includes waiting for the slowest rank, so
-                  it is taken out of that rank's exposed_comm (never more than all of it)
-  exposed_comm    the rest of the loop's wait for the averaged gradient after backward, ...
-  compression     ... less the encode/decode seconds of that step (split step by step with
-                  vocabulary.split_sync_wait: the codec counts up to the whole wait)
+  exposed_comm    the loop's wait for the averaged gradient after backward, less the
+                  two parts below
+  compression     the encode/decode seconds within that wait: each step's wait is split
+                  with vocabulary.split_sync_wait(wait, codec seconds of the step)
+  straggler_wait  the mean over steps of (slowest rank's compute - mean rank's compute),
+                  from every rank's per-step compute seconds, gathered at the epoch's end;
+                  a rank's wait for the sync includes waiting for the slowest rank, so it
+                  is taken out of that rank's exposed_comm (never more than all of it)
   update          the momentum SGD step
   other           the rest of the loop's time (Python between the parts)
 

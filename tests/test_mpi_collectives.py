@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from mpirun import ROOT, run_mpi
+from mpirun import ROOT
 
 
 def _explain(proc):
@@ -18,15 +18,15 @@ def _explain(proc):
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_every_algorithm_matches_mpi_allreduce(ranks):
-    proc = run_mpi(ranks, ["tests/mpi_checks/collectives_check.py"], timeout=60)
+def test_every_algorithm_matches_mpi_allreduce(ranks, mpirun):
+    proc = mpirun(ranks, ["tests/mpi_checks/collectives_check.py"], timeout=60)
     assert proc.returncode == 0, _explain(proc)
     assert f"{ranks} ranks, 0 failures" in proc.stdout
 
 
-def test_bench_prints_a_table_and_writes_json(tmp_path):
+def test_bench_prints_a_table_and_writes_json(tmp_path, mpirun):
     out = tmp_path / "bench.json"
-    proc = run_mpi(2, ["-m", "mpi_impl.bench", "--algo", "ring,halving-doubling,mpi,1bit", "--sizes", "1K,64K",
+    proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", "ring,halving-doubling,mpi,1bit", "--sizes", "1K,64K",
                        "--iters", "3", "--warmup", "1", "--json", str(out)], timeout=60)
     assert proc.returncode == 0, _explain(proc)
     lines = [l for l in proc.stdout.splitlines() if l.strip() and not l.startswith("#")]
@@ -45,8 +45,8 @@ def test_bench_prints_a_table_and_writes_json(tmp_path):
     ("ring,bogus", ["'bogus'", "sharded-ps", "halving-doubling"]),
     ("ring,tree", ["'tree' is gone", "recursive-doubling", "halving-doubling"]),
 ])
-def test_bench_rejects_unknown_algorithm_on_every_rank(algo, words):
-    proc = run_mpi(2, ["-m", "mpi_impl.bench", "--algo", algo], timeout=30)
+def test_bench_rejects_unknown_algorithm_on_every_rank(algo, words, mpirun):
+    proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", algo], timeout=30)
     assert proc.returncode == 2, _explain(proc)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mpi_impl.bench: error: "), proc.stderr
@@ -125,8 +125,8 @@ def test_halving_doubling_bytes_against_its_closed_form(n, count):
         assert all(sent[rank] == 2 * (p - 1) * m // p + (m if rank < r else 0) for rank in range(p))
 
 
-def mpich_allreduce_tree():
-    """The default selection tree for MPI_Allreduce compiled into the mpich wheel's libmpi
+def mpich_allreduce_selection():
+    """The default selection rules for MPI_Allreduce compiled into the mpich wheel's libmpi
     (the third JSON document in it that mentions allreduce: the MPIR level)."""
     import pathlib
     libs = sorted(pathlib.Path(sys.prefix, "lib").glob("libmpi.so*")) + \
@@ -141,15 +141,15 @@ def mpich_allreduce_tree():
 
 
 def test_mpi_is_what_mpich_picks():
-    """mpi_builtin.choice against MPICH's own selection tree: recursive doubling for at most
+    """mpi_builtin.choice against MPICH's own selection rules: recursive doubling for at most
     8 bytes or fewer elements than the largest power of two <= p, else reduce-scatter +
     all-gather (halving-doubling); and the mean bytes of that algorithm."""
     from mpi_impl import bytes_sent, mpi_builtin
-    tree = mpich_allreduce_tree()
+    intra = mpich_allreduce_selection()
     rd, hd = "algorithm=MPIR_Allreduce_intra_recursive_doubling", \
         "algorithm=MPIR_Allreduce_intra_reduce_scatter_allgather"
-    assert list(tree["avg_msg_size<=8"]) == [rd]
-    built_in = tree["avg_msg_size=any"]["is_op_built_in=yes"]
+    assert list(intra["avg_msg_size<=8"]) == [rd]
+    built_in = intra["avg_msg_size=any"]["is_op_built_in=yes"]
     assert list(built_in["count<pow2"]) == [rd] and list(built_in["count=any"]) == [hd]
     assert mpi_builtin.choice(2, 4, 4) == "recursive-doubling"          # 8 bytes
     assert mpi_builtin.choice(3, 4, 4) == "recursive-doubling"          # 12 bytes, but 3 < p = 4
@@ -183,3 +183,16 @@ def test_gpu_arrays_are_staged_unless_mpi_is_cuda_aware(monkeypatch):
     monkeypatch.setenv("MPI_IMPL_CUDA_AWARE", "1")
     assert mpi_impl.make_wire(MPI.COMM_SELF, fake_cupy).stage is False
     assert mpi_impl.make_wire(MPI.COMM_SELF, np).stage is False       # NumPy: never staged
+
+
+def test_pick_device_on_the_cpu():
+    from mpi4py import MPI
+    import mpi_impl
+    from mpi_impl._xp import usable_cores
+    device = mpi_impl.pick_device("cpu", MPI.COMM_SELF)
+    assert device.xp is np and device.parallel == usable_cores() >= 1
+    device.wait()                                        # nothing to wait for
+    first = device.clock()
+    assert device.clock() >= first
+    with pytest.raises(ValueError, match="cpu or gpu"):
+        mpi_impl.pick_device("tpu", MPI.COMM_SELF)

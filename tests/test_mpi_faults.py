@@ -3,20 +3,19 @@ import time
 
 import pytest
 
-from mpirun import run_mpi
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_bad_arguments_raise_on_every_rank(ranks):
-    proc = run_mpi(ranks, ["tests/mpi_checks/errors_check.py"], timeout=60)
+def test_bad_arguments_raise_on_every_rank(ranks, mpirun):
+    proc = mpirun(ranks, ["tests/mpi_checks/errors_check.py"], timeout=60)
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     assert f"{ranks} ranks, 0 failures" in proc.stdout
 
 
 @pytest.mark.parametrize("mode", ["kill", "exit", "raise", "excepthook"])
-def test_one_rank_failing_ends_the_whole_job(mode):
+def test_one_rank_failing_ends_the_whole_job(mode, mpirun):
     start = time.monotonic()
-    proc = run_mpi(3, ["tests/mpi_checks/fault_check.py", mode], timeout=60)
+    proc = mpirun(3, ["tests/mpi_checks/fault_check.py", mode], timeout=60)
     took = time.monotonic() - start
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "should not have" not in proc.stdout

@@ -6,12 +6,11 @@ The work happens in tests/mpi_checks/onebit_check.py, one mpiexec launch per ran
 import numpy as np
 import pytest
 
-from mpirun import run_mpi
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_onebit_matches_dense_oracle_and_compresses(ranks):
-    proc = run_mpi(ranks, ["tests/mpi_checks/onebit_check.py"], timeout=90)
+def test_onebit_matches_dense_oracle_and_compresses(ranks, mpirun):
+    proc = mpirun(ranks, ["tests/mpi_checks/onebit_check.py"], timeout=90)
     assert proc.returncode == 0, (f"exit code {proc.returncode}\n{proc.stdout[-4000:]}\n"
                                   f"{proc.stderr[-4000:]}")
     assert f"{ranks} ranks, 0 failures" in proc.stdout

@@ -10,7 +10,6 @@ import time
 import numpy as np
 import pytest
 
-from tests.mpirun import run_mpi
 
 pytest.importorskip("sklearn")
 
@@ -18,18 +17,22 @@ pytest.importorskip("sklearn")
 DIGITS = ["--data", "digits", "--batch-per-rank", "16", "--lr", "0.1", "--momentum", "0.5"]
 
 
-def train(n, tmp_path, *args, name="run", timeout=90, env=None):
-    """Run the trainer on n ranks; return its JSON result (and fail with its stderr if it fails)."""
-    out = tmp_path / f"{name}.json"
-    proc = run_mpi(n, ["-m", "mpi_impl.train", *args, "--json", str(out)], timeout=timeout, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(out.read_text()), proc
+@pytest.fixture
+def train(mpirun, tmp_path):
+    """train(n, *args, name="run") runs the trainer on n ranks with --json tmp_path/name.json
+    and returns (its JSON result, the CompletedProcess); fails with its stderr if it fails."""
+    def run(n, *args, name="run", timeout=90, env=None):
+        out = tmp_path / f"{name}.json"
+        proc = mpirun(n, ["-m", "mpi_impl.train", *args, "--json", str(out)], timeout=timeout, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(out.read_text()), proc
+    return run
 
 
-def test_sgd_and_1bit_sgd_on_digits(tmp_path):
-    sync, proc = train(4, tmp_path, *DIGITS, "--epochs", "15", name="sync")
-    onebit, _ = train(4, tmp_path, *DIGITS, "--epochs", "15", "--compress", "1bit", name="onebit")
-    plain, _ = train(4, tmp_path, *DIGITS, "--epochs", "15", "--compress", "1bit",
+def test_sgd_and_1bit_sgd_on_digits(train):
+    sync, proc = train(4, *DIGITS, "--epochs", "15", name="sync")
+    onebit, _ = train(4, *DIGITS, "--epochs", "15", "--compress", "1bit", name="onebit")
+    plain, _ = train(4, *DIGITS, "--epochs", "15", "--compress", "1bit",
                      "--no-error-feedback", name="noef")
     acc = {k: r["final_test_accuracy"] for k, r in
            [("sync", sync), ("1bit", onebit), ("1bit, no error feedback", plain)]}
@@ -46,14 +49,14 @@ def test_sgd_and_1bit_sgd_on_digits(tmp_path):
 TRAJECTORY = [*DIGITS, "--samples", "640", "--epochs", "2", "--dtype", "float64"]
 
 
-def test_algorithms_follow_the_same_trajectory(tmp_path):
+def test_algorithms_follow_the_same_trajectory(train):
     runs = {}
     for sync in ("ring", "recursive-doubling", "halving-doubling", "ps", "sharded-ps", "mpi"):
-        runs[sync] = train(4, tmp_path, *TRAJECTORY, "--sync", sync, name=sync)[0]
+        runs[sync] = train(4, *TRAJECTORY, "--sync", sync, name=sync)[0]
     # overlap: ring buckets in the communication thread, mpi buckets with Iallreduce
     # (0.004 MiB = 524 float64 values: the last layer's 650 gradients are a bucket of their own)
     for sync, mode in (("ring", "thread"), ("mpi", "iallreduce")):
-        runs[f"{sync}+overlap"], proc = train(4, tmp_path, *TRAJECTORY, "--sync", sync, "--overlap",
+        runs[f"{sync}+overlap"], proc = train(4, *TRAJECTORY, "--sync", sync, "--overlap",
                                               "--bucket-mib", "0.004", name=f"{sync}-overlap")
         assert f"overlap in 2 buckets ({mode})" in proc.stdout
     assert runs["ring+overlap"]["config"]["overlap"]
@@ -62,7 +65,7 @@ def test_algorithms_follow_the_same_trajectory(tmp_path):
         losses = np.array([e["train_loss"] for e in run["epochs"]])
         assert np.allclose(losses, reference, rtol=1e-9, atol=0), (name, losses, reference)
     # the tolerance is tight enough to notice a different run
-    other = train(4, tmp_path, *TRAJECTORY, "--sync", "mpi", "--seed", "1", name="seed1")[0]
+    other = train(4, *TRAJECTORY, "--sync", "mpi", "--seed", "1", name="seed1")[0]
     assert not np.allclose([e["train_loss"] for e in other["epochs"]], reference, rtol=1e-9, atol=0)
 
 
@@ -70,15 +73,15 @@ RESUMABLE = [*DIGITS, "--compress", "1bit", "--loader-workers", "2", "--overlap"
              "--bucket-mib", "0.002"]          # 524 float32 values: 2 buckets
 
 
-def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_path):
-    first, proc = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="first")
+def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_path, train):
+    first, proc = train(2, *RESUMABLE, "--epochs", "4", name="first")
     assert "overlap in 2 buckets (thread)" in proc.stdout
-    second, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", name="second")
+    second, _ = train(2, *RESUMABLE, "--epochs", "4", name="second")
     assert first["final_weights_sha256"] == second["final_weights_sha256"]
 
     ckpt = str(tmp_path / "ckpt")
-    train(2, tmp_path, *RESUMABLE, "--epochs", "2", "--checkpoint", ckpt, name="part1")
-    resumed, _ = train(2, tmp_path, *RESUMABLE, "--epochs", "4", "--checkpoint", ckpt, "--resume",
+    train(2, *RESUMABLE, "--epochs", "2", "--checkpoint", ckpt, name="part1")
+    resumed, _ = train(2, *RESUMABLE, "--epochs", "4", "--checkpoint", ckpt, "--resume",
                        name="part2")
     assert resumed["final_weights_sha256"] == first["final_weights_sha256"]
     assert [e["train_loss"] for e in resumed["epochs"]] == [e["train_loss"] for e in first["epochs"]]
@@ -87,19 +90,19 @@ def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_p
         assert json.loads(str(saved["meta"]))["epoch"] == 4
 
 
-def test_resume_refuses_changed_settings(tmp_path):
+def test_resume_refuses_changed_settings(tmp_path, mpirun, train):
     ckpt = str(tmp_path / "ckpt")
-    train(2, tmp_path, *DIGITS, "--epochs", "1", "--checkpoint", ckpt, name="a")
-    proc = run_mpi(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--width", "32",
+    train(2, *DIGITS, "--epochs", "1", "--checkpoint", ckpt, name="a")
+    proc = mpirun(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--width", "32",
                        "--checkpoint", ckpt, "--resume"], timeout=60)
     assert proc.returncode == 2 and "--width" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path):
+def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path, mpirun, train):
     """Checkpoints written before buckets were in MiB carry bucket_mb (in 10**6 bytes): a
     different bucket layout, so they are refused with one line rather than read."""
     ckpt = tmp_path / "ckpt"
-    train(2, tmp_path, *DIGITS, "--epochs", "1", "--checkpoint", str(ckpt), name="a")
+    train(2, *DIGITS, "--epochs", "1", "--checkpoint", str(ckpt), name="a")
     for rank in (0, 1):                       # make it look like an old one
         path = ckpt / f"rank{rank}.npz"
         with np.load(path) as f:
@@ -107,17 +110,17 @@ def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path):
         meta = json.loads(str(arrays.pop("meta")))
         meta["config"]["bucket_mb"] = meta["config"].pop("bucket_mib")
         np.savez(path, meta=np.array(json.dumps(meta)), **arrays)
-    proc = run_mpi(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--checkpoint", str(ckpt),
+    proc = mpirun(2, ["-m", "mpi_impl.train", *DIGITS, "--epochs", "2", "--checkpoint", str(ckpt),
                        "--resume"], timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "bucket_mb" in lines[0] and "--bucket-mib" in lines[0]
 
 
-def test_json_and_trace(tmp_path):
+def test_json_and_trace(tmp_path, train):
     from dpsim.vocabulary import BREAKDOWN, OTHER
     trace = tmp_path / "trace.json"
-    result, _ = train(2, tmp_path, "--model", "cnn", "--width", "4", "--data", "digits",
+    result, _ = train(2, "--model", "cnn", "--width", "4", "--data", "digits",
                       "--samples", "256", "--batch-per-rank", "16", "--epochs", "2",
                       "--loader-workers", "0", "--decode-ms", "0.2", "--trace", str(trace))
     assert list(result["breakdown_s"]) == [*BREAKDOWN, OTHER]
@@ -148,9 +151,9 @@ def adds_up(parts, total):
 
 
 @pytest.mark.parametrize("extra", [[], ["--compress", "1bit", "--overlap", "--bucket-mib", "0.002"]])
-def test_the_breakdown_adds_up_to_the_iteration_time(tmp_path, extra):
+def test_the_breakdown_adds_up_to_the_iteration_time(extra, train):
     from dpsim.vocabulary import BREAKDOWN, OTHER
-    result, _ = train(2, tmp_path, *DIGITS, "--epochs", "2", *extra)
+    result, _ = train(2, *DIGITS, "--epochs", "2", *extra)
     assert list(result["breakdown_s"]) == [*BREAKDOWN, OTHER]
     assert adds_up(result["breakdown_s"], result["iteration_time_s"])
     for epoch in result["epochs"]:
@@ -163,14 +166,14 @@ def test_the_breakdown_adds_up_to_the_iteration_time(tmp_path, extra):
         assert result["breakdown_s"]["compression"] <= result["work_s"]["codec"] + 1e-12
 
 
-def test_a_slower_rank_shows_as_straggler_wait(tmp_path):
+def test_a_slower_rank_shows_as_straggler_wait(tmp_path, mpirun, train):
     """Rank 1 computes 5 ms longer every step (injected by tests/mpi_checks/train_with_fault.py):
     the mean rank waits about half of that for it, taken out of its exposed_comm."""
     from dpsim.vocabulary import BREAKDOWN, OTHER
     args = [*DIGITS, "--samples", "640", "--epochs", "2"]
-    even, _ = train(2, tmp_path, *args, name="even")
+    even, _ = train(2, *args, name="even")
     out = tmp_path / "slow.json"
-    proc = run_mpi(2, ["tests/mpi_checks/train_with_fault.py", "slow", "1", "5", *args,
+    proc = mpirun(2, ["tests/mpi_checks/train_with_fault.py", "slow", "1", "5", *args,
                        "--json", str(out)], timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
     slow = json.loads(out.read_text())
@@ -183,21 +186,21 @@ def test_a_slower_rank_shows_as_straggler_wait(tmp_path):
     assert fast["straggler_wait"] > 10 * slowest["straggler_wait"]
 
 
-def test_cifar10_binary_data_with_cnn(tmp_path):
+def test_cifar10_binary_data_with_cnn(tmp_path, train):
     rng = np.random.default_rng(0)
     records = np.concatenate([rng.integers(0, 10, (64, 1)), rng.integers(0, 256, (64, 3072))],
                              axis=1).astype(np.uint8)
     records.tofile(tmp_path / "data_batch_1.bin")
-    result, _ = train(2, tmp_path, "--data", "cifar10", "--data-dir", str(tmp_path),
+    result, _ = train(2, "--data", "cifar10", "--data-dir", str(tmp_path),
                       "--model", "cnn", "--width", "4", "--batch-per-rank", "8", "--epochs", "1")
     assert result["steps_per_epoch"] == 3 and result["epochs"][0]["samples"] == 48
 
 
-def test_a_failing_rank_ends_the_job(tmp_path):
+def test_a_failing_rank_ends_the_job(mpirun):
     """Rank 2 raises at its 3rd step (injected by tests/mpi_checks/train_with_fault.py) while
     the others go on into the all-reduce: the whole job must end, not hang."""
     start = time.monotonic()
-    proc = run_mpi(4, ["tests/mpi_checks/train_with_fault.py", "fail", "2", "3", *DIGITS,
+    proc = mpirun(4, ["tests/mpi_checks/train_with_fault.py", "fail", "2", "3", *DIGITS,
                        "--epochs", "5"], timeout=60)
     assert proc.returncode != 0
     assert "rank 2: RuntimeError: injected failure at step 3" in proc.stderr
@@ -217,8 +220,8 @@ def test_a_failing_rank_ends_the_job(tmp_path):
     (["--data", "digits", "--batch-per-rank", "500"], ["--batch-per-rank 500", "359"]),
     (["--sync", "nccl"], ["--sync nccl", "--device gpu"]),
 ])
-def test_bad_input_is_one_clear_line(args, names):
-    proc = run_mpi(4, ["-m", "mpi_impl.train", *args], timeout=60)
+def test_bad_input_is_one_clear_line(args, names, mpirun):
+    proc = mpirun(4, ["-m", "mpi_impl.train", *args], timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -227,7 +230,7 @@ def test_bad_input_is_one_clear_line(args, names):
         assert name in lines[0], lines[0]
 
 
-def test_synthetic_data_is_learnable_on_one_rank(tmp_path):
-    result, _ = train(1, tmp_path, "--data", "synthetic", "--samples", "4096", "--epochs", "3",
+def test_synthetic_data_is_learnable_on_one_rank(train):
+    result, _ = train(1, "--data", "synthetic", "--samples", "4096", "--epochs", "3",
                       "--lr", "0.1", "--batch-per-rank", "64")
     assert result["final_test_accuracy"] > 0.6                   # chance is 0.1
