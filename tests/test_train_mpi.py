@@ -180,7 +180,7 @@ def test_a_slower_rank_shows_as_straggler_wait(tmp_path, mpirun, train):
     assert list(slow["breakdown_s"]) == [*BREAKDOWN, OTHER]
     assert adds_up(slow["breakdown_s"], slow["iteration_time_s"])
     straggler = slow["breakdown_s"]["straggler_wait"]
-    assert 0.5 * 2.5e-3 <= straggler <= 1.5 * 2.5e-3, slow["breakdown_s"]
+    assert 0.4 * 2.5e-3 <= straggler <= 2 * 2.5e-3, slow["breakdown_s"]   # loose: a shared machine
     assert straggler > 2 * even["breakdown_s"]["straggler_wait"]
     fast, slowest = slow["epochs"][-1]["breakdown_s_per_rank"]
     assert fast["straggler_wait"] > 10 * slowest["straggler_wait"]
