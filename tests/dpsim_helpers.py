@@ -11,3 +11,19 @@ def star(n, bandwidth_gbs=10.0, latency_us=5.0, params=25_000_000, strategy="rin
         "model": {"params": params, "flops_per_sample": 1e9},
         "sync": {"strategy": strategy, "bucket_mib": 0, **sync},
     }
+
+
+def run_dpsim(*args):
+    """The dpsim command in this process: (exit code, stdout, stderr); argparse's own usage
+    errors come back as their exit code. conftest's dpsim_cli fixture is this function."""
+    import contextlib
+    import io
+
+    from dpsim import cli
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()

@@ -1,12 +1,9 @@
 """Bad scenarios end in one ScenarioError naming the key; never another exception."""
-import contextlib
-import io
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import dpsim
-from dpsim import cli, config
+from dpsim import config
 from dpsim.errors import ScenarioError
 
 BASE = {
@@ -98,20 +95,10 @@ def test_custom_model_and_preset_together_is_refused():
         dpsim.load_scenario(with_value("model", "params", 1000))
 
 
-def run_cli(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as e:          # argparse's own usage errors
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(field=st.sampled_from(FIELDS), text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=10))
-def test_cli_set_never_tracebacks(field, text):
-    code, out, err = run_cli(["show", "cntk-1bit-k80", "--set", f"{field[0]}.{field[1]}={text}"])
+def test_cli_set_never_tracebacks(field, text, dpsim_cli):
+    code, out, err = dpsim_cli("show", "cntk-1bit-k80", "--set", f"{field[0]}.{field[1]}={text}")
     assert code in (0, 2)
     if code == 2:
         assert err.startswith("dpsim: error: ") and err.count("\n") == 1

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from dpsim import analytic, cli, load_scenario, simulate, sweep, sweep_grid
+from dpsim import analytic, load_scenario, simulate, sweep, sweep_grid
 from dpsim.grid import split_values
 from dpsim.hardware import GPUS
 
@@ -19,13 +19,6 @@ sweeps_module = importlib.import_module("dpsim.sweeps")
 V100_GAMMA = 3 / (GPUS["v100"].mem_bw_gbs * 1e9)
 SMALL = ["d2l-ps-vs-ring", "--gpus", "1,2,4", "--vary", "sync.strategy=ps,ring",
          "--vary", "sync.compression=none,1bit", "--set", "training.iterations=3"]
-
-
-def dpsim_main(capsys, *args):
-    """Run the dpsim command in this process: (exit code, stdout, stderr)."""
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_rows_come_combination_by_combination_in_the_order_given():
@@ -86,10 +79,10 @@ def test_grid_rows_equal_simulate_and_sweep_results():
     assert [r.to_dict() for r in sweep(load_scenario("d2l-ps-vs-ring", {"training.iterations": 3}), [1, 4])] == plain
 
 
-def test_serial_equals_local_processes_equals_mpi4py_futures(capsys):
-    code, serial, _ = dpsim_main(capsys, "sweep", *SMALL, "--json")
+def test_serial_equals_local_processes_equals_mpi4py_futures(dpsim_cli):
+    code, serial, _ = dpsim_cli("sweep", *SMALL, "--json")
     assert code == 0
-    code, parallel, _ = dpsim_main(capsys, "sweep", *SMALL, "--json", "--jobs", "2")
+    code, parallel, _ = dpsim_cli("sweep", *SMALL, "--json", "--jobs", "2")
     assert code == 0 and parallel == serial
     proc = run_mpi(3, ["-m", "mpi4py.futures", "-m", "dpsim", "sweep", *SMALL, "--json"], timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -97,9 +90,9 @@ def test_serial_equals_local_processes_equals_mpi4py_futures(capsys):
     assert len(json.loads(serial)) == 12
 
 
-def test_text_table_has_a_column_per_varied_key(capsys):
-    code, text, _ = dpsim_main(capsys, "sweep", *SMALL)
-    code_json, out, _ = dpsim_main(capsys, "sweep", *SMALL, "--json")
+def test_text_table_has_a_column_per_varied_key(dpsim_cli):
+    code, text, _ = dpsim_cli("sweep", *SMALL)
+    code_json, out, _ = dpsim_cli("sweep", *SMALL, "--json")
     assert code == code_json == 0
     lines = text.splitlines()
     assert lines[1] == "varied: sync.strategy = ps, ring; sync.compression = none, 1bit"
@@ -111,18 +104,18 @@ def test_text_table_has_a_column_per_varied_key(capsys):
     assert [float(row[5]) for row in table] == pytest.approx([r["speedup"] for r in runs], abs=0.006)
 
 
-def test_progress_goes_to_stderr_only(capsys):
-    code, out, err = dpsim_main(capsys, "sweep", *SMALL, "--json", "--progress")
+def test_progress_goes_to_stderr_only(dpsim_cli):
+    code, out, err = dpsim_cli("sweep", *SMALL, "--json", "--progress")
     assert code == 0
     json.loads(out)                                        # nothing but the JSON on stdout
     assert "10/10 simulations" in err and "ETA" in err and "elapsed" in err
-    code, out, err = dpsim_main(capsys, "sweep", *SMALL, "--json")
+    code, out, err = dpsim_cli("sweep", *SMALL, "--json")
     assert code == 0 and err == ""                         # not a terminal: no bar unless asked
 
 
-def test_plot_file_is_written(capsys, tmp_path):
+def test_plot_file_is_written(tmp_path, dpsim_cli):
     path = tmp_path / "scaling.png"
-    code, _, err = dpsim_main(capsys, "sweep", *SMALL, "--plot", str(path))
+    code, _, err = dpsim_cli("sweep", *SMALL, "--plot", str(path))
     assert code == 0, err
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -137,15 +130,15 @@ def test_plot_file_is_written(capsys, tmp_path):
     ("training.iterations=2,4", "--vary"),                # also fixed by --set
     ("cluster.nodes=1,2", "cluster.nodes"),
 ])
-def test_bad_vary_is_one_line_and_exit_2(capsys, vary, key):
-    code, out, err = dpsim_main(capsys, "sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--set", "training.iterations=3",
+def test_bad_vary_is_one_line_and_exit_2(vary, key, dpsim_cli):
+    code, out, err = dpsim_cli("sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--set", "training.iterations=3",
                                 "--vary", vary)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and key in err and "Traceback" not in err
 
 
-def test_bad_jobs_is_one_line_and_exit_2(capsys):
-    code, out, err = dpsim_main(capsys, "sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--jobs", "-1")
+def test_bad_jobs_is_one_line_and_exit_2(dpsim_cli):
+    code, out, err = dpsim_cli("sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--jobs", "-1")
     assert code == 2 and out == "" and err.count("\n") == 1 and "jobs" in err
 
 

@@ -36,13 +36,6 @@ CASES = [
 ]
 
 
-def dpsim(argv, cwd, env=None):
-    start = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "dpsim", *argv], cwd=cwd, capture_output=True, text=True,
-                       timeout=60, env=env)
-    return p, time.monotonic() - start
-
-
 @pytest.fixture
 def scratch(tmp_path):
     (tmp_path / "binary.toml").write_bytes(bytes(range(256)) * 4)
@@ -52,9 +45,10 @@ def scratch(tmp_path):
 
 
 @pytest.mark.parametrize("what, argv, words", CASES, ids=[c[0] for c in CASES])
-def test_a_bad_input_ends_in_one_line(scratch, what, argv, words):
-    before = sorted(scratch.iterdir())
-    p, seconds = dpsim([a.replace("{tmp}", str(scratch)) for a in argv], cwd=scratch)
+def test_a_bad_input_ends_in_one_line(scratch, what, argv, words, dpsim_command):
+    before, start = sorted(scratch.iterdir()), time.monotonic()
+    p = dpsim_command(*[a.replace("{tmp}", str(scratch)) for a in argv], cwd=scratch)
+    seconds = time.monotonic() - start
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dpsim: error: ") and "Traceback" not in p.stderr
@@ -64,9 +58,9 @@ def test_a_bad_input_ends_in_one_line(scratch, what, argv, words):
     assert seconds < 20
 
 
-def test_the_limits_lift_with_the_environment_variable(tmp_path):
+def test_the_limits_lift_with_the_environment_variable(tmp_path, dpsim_command):
     env = {**os.environ, "DPSIM_NO_LIMITS": "1"}
-    p, _ = dpsim(["run", "d2l-ps-vs-ring", "--set", "data.workers=2000", "--json"], cwd=tmp_path, env=env)
+    p = dpsim_command("run", "d2l-ps-vs-ring", "--set", "data.workers=2000", "--json", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 import dpsim
-from dpsim import cli, plot
+from dpsim import plot
 
 SMALL = {"training.iterations": 1, "training.warmup_iterations": 0}
 
@@ -77,16 +77,18 @@ def test_gantt_window_keeps_only_the_chosen_iterations():
     assert len(forwards) == 1
 
 
-def test_run_plot_writes_a_png_with_an_uncompressed_bar(tmp_path, capsys):
+def test_run_plot_writes_a_png_with_an_uncompressed_bar(tmp_path, dpsim_cli):
     path = tmp_path / "run.png"
-    assert cli.main(["run", "cntk-1bit-k80", "--set", "sync.compression=1bit", "--plot", str(path)]) == 0
+    code, out, _ = dpsim_cli("run", "cntk-1bit-k80", "--set", "sync.compression=1bit", "--plot", path)
+    assert code == 0
     assert is_png(path)
-    assert str(path) in capsys.readouterr().out
+    assert str(path) in out
 
 
-def test_run_plot_with_trace_draws_the_timeline_beside(tmp_path, capsys):
+def test_run_plot_with_trace_draws_the_timeline_beside(tmp_path, dpsim_cli):
     path = tmp_path / "run.png"
-    assert cli.main(["run", "d2l-ps-vs-ring", "--set", "training.iterations=2", "--plot", str(path),
-                     "--trace", str(tmp_path / "t.json")]) == 0
+    code, out, _ = dpsim_cli("run", "d2l-ps-vs-ring", "--set", "training.iterations=2", "--plot", path,
+                             "--trace", tmp_path / "t.json")
+    assert code == 0
     assert is_png(path) and is_png(tmp_path / "run-timeline.png")
-    assert str(tmp_path / "run-timeline.png") in capsys.readouterr().out
+    assert str(tmp_path / "run-timeline.png") in out

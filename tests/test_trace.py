@@ -1,13 +1,13 @@
 """`dpsim run --trace`: valid Chrome trace JSON, checked event by event, and what it shows."""
-import contextlib
-import io
 import json
 import numbers
 
 import pytest
 
-from dpsim import cli, load_scenario
+from dpsim import load_scenario
 from dpsim.config import builtin_names
+
+from dpsim_helpers import run_dpsim
 
 RING4 = ["d2l-ps-vs-ring", "--set", "sync.strategy=ring", "--set", "training.iterations=2",
          "--set", "training.warmup_iterations=1"]
@@ -16,7 +16,7 @@ RING4 = ["d2l-ps-vs-ring", "--set", "sync.strategy=ring", "--set", "training.ite
 @pytest.fixture(scope="module")
 def ring_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("trace") / "trace.json"
-    assert cli.main(["run", *RING4, "--trace", str(path)]) == 0
+    assert run_dpsim("run", *RING4, "--trace", str(path))[0] == 0
     return json.loads(path.read_text())
 
 
@@ -54,8 +54,8 @@ def test_every_event_is_valid_chrome_trace(ring_trace):
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_scenario_writes_a_valid_trace(tmp_path, name):
     path = tmp_path / "t.json"
-    assert cli.main(["run", name, "--set", "training.iterations=1", "--set", "training.warmup_iterations=0",
-                     "--trace", str(path)]) == 0
+    assert run_dpsim("run", name, "--set", "training.iterations=1", "--set", "training.warmup_iterations=0",
+                     "--trace", str(path))[0] == 0
     check_trace(json.loads(path.read_text()))
 
 
@@ -136,10 +136,10 @@ def test_bytes_on_each_gpus_outgoing_link_are_the_ring_closed_form(ring_trace):
 
 def test_processes_are_nodes_and_links(tmp_path):
     path = tmp_path / "t.json"
-    assert cli.main(["run", "d2l-ps-vs-ring", "--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=2",
+    assert run_dpsim("run", "d2l-ps-vs-ring", "--set", "cluster.nodes=2", "--set", "cluster.gpus_per_node=2",
                      "--set", "cluster.inter=10gbe", "--set", "sync.strategy=ring",
                      "--set", "training.iterations=1", "--set", "training.warmup_iterations=0",
-                     "--trace", str(path)]) == 0
+                     "--trace", str(path))[0] == 0
     events = json.loads(path.read_text())["traceEvents"]
     pname = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert sorted(pname.values()) == ["iterations", "network links", "node 0", "node 1"]
@@ -151,10 +151,9 @@ def test_processes_are_nodes_and_links(tmp_path):
 def run_json_and_trace(tmp_path, *args):
     """`dpsim run --json --trace`: the printed result and the trace file."""
     path = tmp_path / "t.json"
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert cli.main(["run", *args, "--json", "--trace", str(path)]) == 0
-    return json.loads(out.getvalue()), json.loads(path.read_text())
+    code, out, _ = run_dpsim("run", *args, "--json", "--trace", path)
+    assert code == 0
+    return json.loads(out), json.loads(path.read_text())
 
 
 def sent_by_gpus(tracks, n):
@@ -201,8 +200,8 @@ def test_loader_warm_up_comes_from_the_engine_window(tmp_path):
 
 def test_load_spans_show_data_waits(tmp_path):
     path = tmp_path / "t.json"
-    assert cli.main(["run", "pytorch-dataparallel-4gpu", "--set", "data.workers=0", "--set", "training.iterations=1",
-                     "--set", "training.warmup_iterations=0", "--trace", str(path)]) == 0
+    assert run_dpsim("run", "pytorch-dataparallel-4gpu", "--set", "data.workers=0", "--set", "training.iterations=1",
+                     "--set", "training.warmup_iterations=0", "--trace", str(path))[0] == 0
     tracks = spans_by_track(json.loads(path.read_text()))
     sc = load_scenario("pytorch-dataparallel-4gpu")
     decode_us = 4 * sc.training.batch_per_gpu * sc.data.decode_ms_per_sample * 1e3    # one process decodes all
@@ -211,7 +210,7 @@ def test_load_spans_show_data_waits(tmp_path):
         assert len(load) == 1 and load[0]["dur"] >= decode_us
 
 
-def test_unwritable_trace_path_is_one_line_error(tmp_path, capsys):
-    assert cli.main(["run", *RING4, "--trace", str(tmp_path / "no" / "such" / "dir.json")]) == 2
-    err = capsys.readouterr().err
+def test_unwritable_trace_path_is_one_line_error(tmp_path, dpsim_cli):
+    code, _, err = dpsim_cli("run", *RING4, "--trace", tmp_path / "no" / "such" / "dir.json")
+    assert code == 2
     assert err.startswith("dpsim: error:") and err.count("\n") == 1 and "Traceback" not in err
