@@ -7,6 +7,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
@@ -31,12 +32,13 @@ def main(argv=None):
     cmp_.add_argument("--samples", type=int, default=8192, help="training samples per epoch (all ranks)")
     cmp_.add_argument("--epochs", type=int, default=3, help="the first epoch is not measured")
     cmp_.add_argument("--repeats", type=int, default=3,
-                      help="runs of each configuration, in rounds (default 3); a row shows the run "
-                           "with the median error")
-    cmp_.add_argument("--no-probe", dest="probe", action="store_false",
-                      help="predict from the profile alone, without probes right before and after each run")
+                      help="runs of each configuration, in rounds (default 3); a row shows their median")
+    cmp_.add_argument("--probe", action="store_true",
+                      help="probe the parts of a step right before each run, to say which part moved "
+                           "where a row is off (the prediction always comes from the profile)")
+    cmp_.add_argument("--no-probe", dest="probe", action="store_false", help=argparse.SUPPRESS)  # the default now
     cmp_.add_argument("--json", help="write the rows as JSON")
-    cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time")
+    cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time, and speed-up against ranks")
     for sp in (cal, cmp_):
         sp.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
         sp.add_argument("--width", type=int, default=1024)
@@ -58,7 +60,7 @@ def main(argv=None):
     net = dict(model=args.model, width=args.width, depth=args.depth, batch=args.batch)
     device = dict(device=args.device)
     if args.command == "calibrate":
-        prof, m = calibrate.calibrate(args.output, max_ranks=4, **net, **device)
+        prof, m = calibrate.calibrate(args.output, **net, **device, progress=lambda text: print(text, file=sys.stderr))
         print(calibrate.summary(prof, m))
         print(f"wrote {args.output} (dpsim scenario fragment) and {calibrate.sidecar(args.output)}")
         return 0
@@ -66,14 +68,15 @@ def main(argv=None):
         prof, measured = compare.load_profile(args.profile)
     else:
         print("no --profile: calibrating first", file=sys.stderr)
-        prof, measured = calibrate.calibrate(str(Path(os.environ.get("TMPDIR", "/tmp")) / "course-profile.toml"),
-                                             max_ranks=max(args.ranks), **net, **device)
+        scratch = tempfile.mkdtemp(prefix="course-")                # never a fixed name in /tmp
+        prof, measured = calibrate.calibrate(str(Path(scratch) / "profile.toml"), **net, **device,
+                                             progress=lambda text: print(text, file=sys.stderr))
     want = {"name": args.model, "width": args.width, "depth": args.depth}
     if measured and {k: measured["model"].get(k) for k in want} != want:
         print(f"error: the profile was calibrated for {measured['model']}, not {want}; "
               f"run calibrate with the same --model/--width/--depth", file=sys.stderr)
         return 2
-    result = compare.compare(prof, measured, args.ranks, args.sync, args.compress, samples=args.samples,
+    result = compare.compare(prof, args.ranks, args.sync, args.compress, samples=args.samples,
                              epochs=args.epochs, repeats=args.repeats, probe=args.probe,
                              progress=lambda s: print(s, file=sys.stderr), **net, **device)
     print(compare.table(result))

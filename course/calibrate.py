@@ -1,39 +1,37 @@
-"""Measure this machine and write a dpsim scenario fragment that describes it.
+"""Measure this machine's primitive costs once and write the dpsim scenario fragment that
+describes it; `course compare` predicts every configuration from it, without measuring again.
 
     python -m course calibrate -o profile.toml [--model mlp --width 1024 --depth 2 --batch 64]
                                                [--device cpu|gpu]
 
-What is measured, and which scenario key it becomes (fits in course/fit.py):
+Each cost is measured the way the training loop exercises it (mpi_impl's own model, loop
+code and codec) and becomes one scenario key (the fits are in course/fit.py):
 
-  compute      forward + loss + backward of the mpi_impl model at a few batch sizes, one
-               process, one BLAS thread. dpsim's curve t(b) = F (b + b_half) / (P e_max)
-               is a straight line in b, so a least-squares line t = a + k b gives
-               e_max = F / (P k) and b_half = a / k, with P (cluster.gpu.fp32_tflops)
-               the FLOP/s of a large matmul on one core.       -> compute.efficiency, half_batch
-  update       the momentum SGD step on the model; dpsim charges 20 bytes per parameter at
-               the device's memory bandwidth, so that bandwidth is 20 params / t.
-                                                               -> cluster.gpu.mem_bw_gbs
-  overheads    dividing the summed gradient by N and taking a batch from memory: mpi_impl
-               does both every step, dpsim models neither.     -> compute.overhead_ms
-  memory copy  a 64 MB array copy (read + write)               -> cluster.host_mem_bw_gbs
-  links        ping-pong between 2 ranks under mpiexec (course/probe.py): latency is the
-               one-way time of 8 bytes, bandwidth the slope over 64 KiB..4 MiB. dpsim's
-               GPU-to-GPU route crosses two links (up to the PCIe switch and down), so
-               each link gets half the latency.                -> cluster.intra, host_link
-  1-bit codec  a 1-bit all-reduce of the model's gradient on 2 ranks. dpsim charges its
-               quantise/decode kernels as bytes at memory bandwidth plus a launch cost each
-               (dpsim/strategies/onebit.py); NumPy's packbits/unpackbits/take cost far more
-               per byte than a copy, so the launch cost is fitted to make dpsim's sync time
-               equal the measured one.                         -> compute.kernel_launch_us
-  cores        os.sched_getaffinity                             -> cluster.cpu_cores
-  in parallel  course/probe.py on 1, 2 and 4 ranks (or --ranks' largest): every part of a
-               training step timed with N ranks at once, among them how fast each rank
-               computes while N share the cores (with more ranks than cores, and with other
-               programs running, fewer than N ranks' worth run at a time).
+  compute      forward + loss + backward at batches 16..128, one process. dpsim's
+               t(b) = F (b + b_half) / (P e_max) is a line in b: e_max = F / (P k),
+               b_half = a / k, P the FLOP/s of a large matmul.  -> compute.efficiency, half_batch
+  update       the momentum SGD step: 20 bytes per parameter      -> cluster.gpu.mem_bw_gbs
+  overheads    dividing the sum by N and taking a batch: mpi_impl does both every step, dpsim
+               models neither                                      -> compute.overhead_ms
+  sharing      the same loop on N = devices ranks at once, each step ending in a ring sync as in
+               training (ranks that wait for it spin): how much compute N processes really
+               get (two vCPUs may give 1.8 cores' worth)
+                                                                   -> cluster.devices_per_node
+  link         ping-pong between 2 ranks over shared memory: bandwidth from the slope over
+               64 KiB..4 MiB, latency the mean one-way time of 8 bytes; each of dpsim's two
+               hops (up to the switch and down) gets half   -> cluster.intra, host_link
+  scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
+               rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
+  1-bit codec  OneBitAllreduce's encode/decode seconds on 2 ranks at two buffer sizes: a cost
+               per call and per byte of dpsim's quantise/decode kernels
+                                                         -> compute.kernel_launch_us, codec_gbs
+  messages     1-bit sends signs and scales as two MPI calls where dpsim counts one message:
+               the second call's latency                 -> sync.message_overhead_us
+  cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
 
-Everything course-only (the raw timings, the cores, the probes) goes to a JSON file beside
-the TOML (profile.measured.json), read by `compare`. With --device gpu the same code runs on
-CuPy arrays (ranks sharing the GPUs); on a CPU it runs on NumPy.
+The raw timings go to a JSON file beside the TOML (profile.measured.json). With --device gpu
+the same code runs on CuPy arrays, ranks sharing the GPUs (they wait on their own CPU cores,
+so busy_poll is off there); on a CPU it runs on NumPy.
 """
 import json
 import os
@@ -43,13 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
-from course import launch
-from course.fit import fit_compute, fit_launch, fit_link, summarise  # noqa: F401 (fit_* re-exported)
+from course import fit, launch
+from course.compare import scenario_for
+from course.fit import fit_capacity, fit_codec, fit_compute, fit_link, fit_timeslice, summarise  # noqa: F401
+from dpsim import sharing as dpsim_sharing
 from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
 BATCHES = (16, 32, 64, 128)
+ROUNDS = 3                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
 
 
 def cores():
@@ -83,87 +84,160 @@ def copy_gbs(mb=64):
     return 2 * src.nbytes / median_time(lambda: np.copyto(dst, src), 5) / 1e9
 
 
-def step_times(model, width, depth, batch, batches=BATCHES, reps=15, xp=np, clock=time.perf_counter):
-    """Per batch size, median seconds of forward + loss + backward; and the update, the
-    division of the gradient by N, and taking a batch, at `batch`."""
-    train, _ = data.load("synthetic", samples=1024)
+def step_times(model, width, depth, batch, batches=BATCHES, reps=40, xp=np, clock=time.perf_counter):
+    """Per batch size, the median seconds of forward + loss + backward; and the update, the
+    division of the gradient by N and taking a batch, at `batch`. Every part is timed inside
+    the training loop's own sequence (take a batch, forward + backward, divide, update), so
+    that it meets the caches as training leaves them: forward + backward alone, on a hot
+    batch, runs some 10% faster than in the loop."""
+    train, _ = data.load("synthetic", samples=max(1024, 2 * max(batches)))
     net = nets.build(model, train.shape, train.classes, width, depth, xp=xp)
-    out = []
+    opt = MomentumSGD(net.params, net.grads, 0.01, 0.9)
+    out, parts = [], {}
     for b in batches:
-        x, y = xp.asarray(train.x[:b]), xp.asarray(train.y[:b])
-
-        def step():
+        loader = Loader(train, b)
+        times = {"load_s": [], "compute_s": [], "scale_s": [], "update_s": []}
+        for k in range(reps + 2):                  # two warm-up steps
+            lo = (k * b) % (len(train) - b)
+            t0 = clock()
+            x, y = (xp.asarray(a) for a in loader.make_batch(np.arange(lo, lo + b)))
+            t1 = clock()
             _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
             net.backward(dlogits)
-        out.append((b, median_time(step, reps, clock)))
-    opt = MomentumSGD(net.params, net.grads, 0.01, 0.9)
-    loader, indices = Loader(train, batch), np.arange(batch)
-    parts = {"update_s": median_time(opt.step, reps * 2, clock),
-             "scale_s": median_time(lambda: xp.multiply(net.grads, 0.5, out=net.grads), reps * 2, clock),
-             "load_s": median_time(lambda: [xp.asarray(a) for a in loader.make_batch(indices)], reps * 2, clock)}
+            t2 = clock()
+            xp.multiply(net.grads, 0.5, out=net.grads)
+            t3 = clock()
+            opt.step()
+            t4 = clock()
+            if k >= 2:
+                for key, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                    times[key].append(dt)
+        out.append((b, float(np.median(times["compute_s"]))))
+        if b == batch:
+            parts = {key: float(np.median(v)) for key, v in times.items() if key != "compute_s"}
     return net, out, parts
 
 
 # ------------------------------------------------------------------ the profile
 
-def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=15, max_ranks=4, device="cpu"):
+def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40, device="cpu", progress=None):
     """Every measurement, as a dict (the sidecar JSON)."""
+    say = progress or (lambda text: None)
     dev = pick_device(device)             # NumPy on the CPU, or CuPy and a clock that waits for the GPU
     xp, clock, devices = dev.xp, dev.clock, dev.parallel
+    say("timing the model, the update and a copy in one process")
     peak = matmul_flops(xp, clock)
-    net, points, parts = step_times(model, width, depth, batch, batches, reps, xp, clock)
+    net, points, parts = step_times(model, width, depth, batch, sorted(set(batches) | {batch}), reps, xp, clock)
     flops = 3 * net.flops_per_sample                  # forward + backward (2x forward)
-    probes = {str(n): launch.probe(n, model, width, depth, batch, device=device,
-                                   syncs=("ring", "1bit") if n > 1 else ())
-              for n in sorted({1, 2, max_ranks})}
-    peak = max(peak, flops * max(b for b, _ in points) / min(t for _, t in points))  # e_max <= 1
+    net_args = dict(model=model, width=width, depth=depth, batch=batch, device=device)
+    values = net.num_params
+    shared_n = sharing_ranks(devices)
+    probes = {str(n): [] for n in sorted({1, 2, shared_n, 2 * shared_n})}
+    for r in range(ROUNDS):                       # rounds, so that a busy moment hits one of each
+        say(f"probing 1, 2, ... ranks at once (round {r + 1} of {ROUNDS})")
+        for n in probes:
+            codec = (values, max(values // 8, 1)) if n == "2" and r == 0 else ()
+            syncs = ("ring",) if n != "1" else ()      # the rhythm of training: compute, then a sync
+            probes[n].append(launch.probe(int(n), syncs=syncs, codec=codec, steps=32, **net_args))
     return {
         "model": {"name": model, "width": width, "depth": depth, "params": net.num_params,
                   "layers": len(net.layer_offsets), "flops_per_sample": flops},
         "batch": batch, "device": device, "devices": devices, "cores": cores(), "peak_flops": peak,
         "compute_s": [list(p) for p in points], **parts,
-        "copy_gbs": copy_gbs(), "probes": probes,
+        "copy_gbs": copy_gbs(), "probes": probes, "sharing_ranks": shared_n,
     }
+
+
+def sharing_ranks(devices):
+    """How many ranks to run at once to see how they share: every core busy (at most 4, so
+    that calibrate stays short), or two ranks on one GPU."""
+    return max(2, min(devices, 4))
+
+
+def per_round(m, n, figure):
+    """figure(probe of n ranks, probe of 1 rank) for each round; their median."""
+    return float(np.median([figure(p, one) for p, one in zip(m["probes"][str(n)], m["probes"]["1"])]))
+
+
+def compute_step(probe):
+    return float(np.mean(summarise([probe])["compute_s"]))
 
 
 def profile_dict(m):
     """The dpsim scenario fragment (a dict with the TOML's keys) from measurements."""
-    e_max, b_half = fit_compute(m["compute_s"], m["model"]["flops_per_sample"], m["peak_flops"])
-    pp = summarise([m["probes"]["2"]], "ring")
-    bw, lat = fit_link(pp["sizes_bytes"], pp["one_way_s"])
-    link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat / 2, 3), "kind": "pcie",
-            "name": "shared-memory", "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
+    cpu = m.get("device", "cpu") == "cpu"
+    peak = m["peak_flops"]
+    e_max, b_half = fit_compute(m["compute_s"], m["model"]["flops_per_sample"], peak, anchor=m["batch"])
+    if e_max > 1:                     # the loop beats a single matmul: count that rate as the peak
+        peak, e_max = peak * e_max, 1.0
+    n = m["sharing_ranks"]
+    capacity = per_round(m, n, lambda p, one: fit_capacity(compute_step(one), summarise([p])["compute_s"], m["devices"]))
+    # What a message costs: the median one-way time of 8 bytes (scheduling hiccups and all),
+    # and the bandwidth from the best time of the largest size (a slope over a few sizes is
+    # far noisier); each the median of the rounds.
+    lat = per_round(m, 2, lambda p, _: p["one_way_median_s"][0])
+    bw = per_round(m, 2, lambda p, _: p["sizes_bytes"][-1] / (p["one_way_s"][-1] - p["one_way_s"][0])) / 1e9
+    link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat * 1e6 / 2, 3),
+            "kind": "pcie", "name": "shared-memory" if cpu else "host-staged",
+            "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
     mem_bw = 20 * m["model"]["params"] / m["update_s"] / 1e9
     prof = {
         "name": "this-machine",
         "description": "this computer, calibrated with python -m course calibrate; a 'GPU' is "
-                       + ("one core" if m.get("device", "cpu") == "cpu" else "one GPU, shared by the ranks on it"),
+                       + ("one core" if cpu else "one GPU, shared by the ranks on it"),
         "source": f"measured on {os.uname().nodename}, {time.strftime('%Y-%m-%d %H:%M')}",
         "cluster": {
-            "gpu": {"fp32_tflops": round(m["peak_flops"] / 1e12, 6), "mem_bw_gbs": round(mem_bw, 4),
+            "gpu": {"fp32_tflops": round(peak / 1e12, 6), "mem_bw_gbs": round(mem_bw, 4),
                     "name": f"this-{m.get('device', 'cpu')}", "source": "matmul FLOP/s; SGD step bandwidth (course calibrate)"},
             "intra": link, "host_link": dict(link), "cpu_cores": m["cores"],
             "host_mem_bw_gbs": round(m["copy_gbs"], 3),
+            "devices_per_node": round(capacity, 3),
+            "shared_memory_messages": cpu,
         },
         "model": {k: m["model"][k] for k in ("params", "flops_per_sample", "layers")},
-        "compute": {"efficiency": round(min(e_max, 1.0), 6), "half_batch": round(b_half, 3),
+        "compute": {"efficiency": round(e_max, 6), "half_batch": round(b_half, 3),
                     "overhead_ms": round((m["scale_s"] + m["load_s"]) * 1e3, 4)},
         "training": {"batch_per_gpu": m["batch"]},
         "data": {"source": "synthetic"},
         # mpi_impl's 1-bit makes two MPI calls (signs, scales) per phase where dpsim sends one
         # message: the second call's latency is the per-message overhead.
-        "sync": {"message_overhead_us": round(lat, 3), "bucket_mib": 0.0, "overlap": False},
+        "sync": {"message_overhead_us": round(lat * 1e6, 3), "bucket_mib": 0.0, "overlap": False,
+                 "busy_poll": cpu},
     }
-    prof["compute"]["kernel_launch_us"] = round(launch_cost(prof, pp["sync_s"].get("1bit")), 3)
+    # A message inside the loop costs far more than in a ping-pong (ranks re-synchronise at
+    # every step): the latency per hop is fitted to the 2-rank ring sync of the probes.
+    ring_s = per_round(m, 2, lambda p, _: float(np.mean(p["blocks"]["ring"]["sync_steps_s"]))
+                       - fit.straggler_s(p, "ring"))
+    d = scenario_for(prof, 2, "ring", "none")
+    loop_lat = fit.fit_latency(d, ring_s)
+    for key in ("intra", "host_link"):
+        prof["cluster"][key].update(latency_us=round(loop_lat, 3),
+                                    source=f"ping-pong bandwidth; latency per hop in the loop's rhythm (the "
+                                           f"2-rank ring sync; a ping-pong's is {lat * 1e6 / 2:.2f} us) (course calibrate)")
+    prof["sync"]["message_overhead_us"] = round(2 * loop_lat, 3)
+    over = m["probes"].get(str(2 * n))
+    if cpu and over and 2 * n > capacity:      # the mean: a rare long wait for the scheduler counts
+        slice_s = per_round(m, 2 * n, lambda p, _: fit_timeslice(lat, p["one_way_mean_s"][0], 2 * n, capacity))
+        prof["cluster"]["timeslice_us"] = round(slice_s * 1e6, 1)
+    launch_us, codec_gbs = onebit_codec(prof, m["probes"]["2"][0])
+    prof["compute"].update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))
     return prof
 
 
-def launch_cost(prof, measured_s, ranks=2):
-    """Launch cost that makes dpsim's 1-bit sync on `ranks` take measured_s (dpsim is linear in it)."""
-    if not measured_s:
-        return 5.0
-    from course.compare import scenario_for
-    return fit_launch(scenario_for(prof, ranks, "ring", "1bit"), measured_s)
+def onebit_codec(prof, probe):
+    """(kernel_launch_us, codec_gbs): what one OneBitAllreduce call on 2 ranks took at two buffer
+    sizes, less what dpsim's link model says its messages take, is the codec's (with its error
+    feedback's arithmetic): dpsim charges that as kernels (course/fit.py: fit_codec)."""
+    import dpsim
+    messages = []
+    for v in probe["codec_values"]:
+        d = scenario_for(prof, 2, "ring", "1bit")
+        d["model"] = {"params": v, "flops_per_sample": 1.0, "layers": 1}
+        d["compute"].update(kernel_launch_us=0.0, codec_gbs=1e12)      # kernels free: messages only
+        messages.append(dpsim.simulate(d).sync_time_s)
+    kernels = [max(t - msg, 0.0) for t, msg in zip(probe["onebit_s"], messages)]
+    share = dpsim_sharing.ranks_per_device(2, prof["cluster"]["devices_per_node"])
+    return fit_codec(probe["codec_values"], kernels, 2, share)
 
 
 def to_toml(d, prefix=""):
@@ -198,24 +272,27 @@ def calibrate(out="profile.toml", **kw):
 
 
 def summary(prof, m):
-    c, g, link = prof["compute"], prof["cluster"]["gpu"], prof["cluster"]["intra"]
+    c, cl, g, link = prof["compute"], prof["cluster"], prof["cluster"]["gpu"], prof["cluster"]["intra"]
+    unit = "cores" if m.get("device", "cpu") == "cpu" else "GPUs"
     lines = [f"model {m['model']['name']} width {m['model']['width']} depth {m['model']['depth']}: "
              f"{m['model']['params']:,} parameters, {m['model']['flops_per_sample']:,} FLOPs per sample (fwd+bwd)",
-             f"  peak (matmul)   {g['fp32_tflops'] * 1e3:8.2f} GFLOP/s per core; {m['cores']} cores",
+             f"  peak (matmul)   {g['fp32_tflops'] * 1e3:8.2f} GFLOP/s per device; {m['devices']} {unit}",
              *(f"  batch {b:4d}      {t * 1e3:8.3f} ms forward+backward" for b, t in m["compute_s"]),
              f"  fit             e_max {c['efficiency']:.3f}, half_batch {c['half_batch']:.2f}",
              f"  SGD update      {m['update_s'] * 1e3:8.3f} ms -> mem_bw_gbs {g['mem_bw_gbs']:.2f}",
              f"  gradient / N    {m['scale_s'] * 1e3:8.3f} ms  + take a batch {m['load_s'] * 1e3:.3f} ms "
              f"-> compute.overhead_ms",
              f"  array copy      {m['copy_gbs']:8.2f} GB/s -> host_mem_bw_gbs",
-             f"  link            {link['bandwidth_gbs']:8.3f} GB/s, {2 * link['latency_us']:.2f} us one-way"]
-    one = summarise([m["probes"]["1"]])["compute_s"][0]
-    for n, raw in m["probes"].items():
-        p = summarise([raw], "ring")
-        if p["ranks"] > 1:
-            mean = sum(p["compute_s"]) / p["ranks"]
-            lines.append(f"  {n} ranks         compute {mean * 1e3:.2f} ms a step, {mean / one:.2f} x one rank's "
-                         f"(ranks sharing {m['devices']} {'cores' if m.get('device', 'cpu') == 'cpu' else 'GPUs'}); "
-                         f"sync ring {p['sync_s']['ring'] * 1e3:.3f} ms, 1-bit {p['sync_s']['1bit'] * 1e3:.3f} ms")
-    lines.append(f"  1-bit kernels   kernel_launch_us {c['kernel_launch_us']:.1f} (fitted to the 2-rank 1-bit sync)")
+             f"  sharing         {m['sharing_ranks']} ranks computing at once get {cl['devices_per_node']:.2f} "
+             f"{unit}' worth -> devices_per_node",
+             f"  link            {link['bandwidth_gbs']:8.3f} GB/s (ping-pong); a message in the loop's rhythm "
+             f"costs {2 * link['latency_us']:.0f} us (fitted to the 2-rank ring sync) -> intra, host_link",
+             f"  1-bit codec     {c['kernel_launch_us']:.1f} us per kernel, {c['codec_gbs']:.2f} GB/s on the bytes "
+             f"its kernels touch -> kernel_launch_us, codec_gbs"]
+    if "timeslice_us" in cl:
+        crowded = per_round(m, 2 * m["sharing_ranks"], lambda p, _: p["one_way_mean_s"][0])
+        alone = per_round(m, 2, lambda p, _: p["one_way_mean_s"][0])
+        lines.append(f"  scheduling      {2 * m['sharing_ranks']} busy-polling ranks: a message waits "
+                     f"{(crowded - alone) * 1e6:.0f} us more on average -> timeslice_us {cl['timeslice_us']:.0f}")
+    lines.append(f"  (medians of {len(m['probes']['1'])} rounds of probes)")
     return "\n".join(lines)

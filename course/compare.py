@@ -1,31 +1,26 @@
-"""Predicted against measured: run mpi_impl.train under mpiexec and dpsim on the calibration.
+"""Predicted against measured: dpsim predicts every configuration from one calibration, then
+mpi_impl.train runs it under mpiexec, and the two are set side by side.
 
-    python -m course compare --ranks 1,2,4 --sync ring,ps --compress none,1bit \\
-        [--profile profile.toml] [--repeats 3] [--no-probe] [--json F] [--plot F]
+    python -m course compare --profile profile.toml --ranks 1,2,3,4 --sync ring,ps \
+        --compress none,1bit [--repeats 3] [--probe] [--json F] [--plot F]
 
-The machine is shared and its speed moves from second to second, so every configuration
-runs `repeats` times, round after round, and each run is predicted from two probes
-(course/probe.py) of its own rank count: one right before it and one right after it, each
-a separate mpiexec job that times the parts of a training step but never trains. dpsim
-gets the probes' figures (course/fit.py: apply_probe) and composes the iteration with its
-own model; the measured run is never used to predict itself. A row shows the run with the
-median error; `spread` how far apart the runs' measured times were.
+The prediction comes from the profile alone (course/calibrate.py measured its primitives),
+made once per configuration before anything runs; no run is used to predict anything. Each
+configuration then runs `repeats` times, round after round (a busy minute hits different
+configurations in different rounds); a row holds the median of its runs' iteration times,
+their spread, and the speed-up against the 1-rank row, predicted and measured.
 
-How the CPU machine maps onto dpsim (course/README.md says it in words):
-  N ranks           N "GPUs" in one node, all under one PCIe switch; intra and host_link are
-                    the measured link (shared memory)
+How the machine maps onto dpsim (course/README.md says it in words):
+  N ranks           N "GPUs" in one node, all under one PCIe switch, on the profile's
+                    devices_per_node devices (dpsim.sharing: more ranks than cores share them)
   --sync            sync.strategy of the same name (`mpi`: what MPICH picks, dpsim/strategies/mpi.py)
   --compress        sync.compression none | 1bit
   no overlap        sync.bucket_mib = 0, sync.overlap = false: one sync after backward
   1 rank            no sync at all in dpsim (strategy none)
-  probed parts      compute speed (gpu_speed), update (mem_bw_gbs), the division by N and
-                    batch taking (overhead_ms), the link: bandwidth from the ping-pong,
-                    latency fitted to the probed ring sync, kernel_launch_us fitted to the
-                    probed 1-bit sync. The other algorithms are never probed: dpsim
-                    predicts them from that link.
-  --no-probe        the same from calibrate's probe of N ranks (the profile's sidecar); for a
-                    rank count calibrate did not probe, N > devices runs each GPU at
-                    devices/N speed (and memory-bound kernels likewise)
+
+--probe: right before each run, a probe (course/probe.py) of its rank count times the parts
+of a step as the machine is at that moment. It never changes the prediction; it says which
+part moved when a row is off ("compute took 9 ms in the probe, the profile says 7").
 
 Both halves report the same parts of an iteration (dpsim.vocabulary.BREAKDOWN), measured by
 mpi_impl.train and simulated by dpsim; the measured side also has `other`, the loop's time
@@ -34,8 +29,8 @@ outside every part, which dpsim does not model (it is 0 on the predicted side).
 import copy
 import json
 import statistics
-import time
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -48,13 +43,10 @@ THRESHOLD = 0.15
 
 # ------------------------------------------------------------------ scenarios
 
-def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, batch=None, probe=None):
-    """The dpsim scenario (dict) for one mpi_impl configuration on the calibrated machine.
-
-    probe: a probe summary for this rank count (fit.summarise); without one, calibrate's
-    probe of this rank count from `measured` (the sidecar JSON), if it made one."""
+def scenario_for(prof, ranks, sync, compress, batch=None):
+    """The dpsim scenario (dict) for one mpi_impl configuration on the calibrated machine."""
     d = copy.deepcopy(prof)
-    c, comp, s = d.setdefault("cluster", {}), d.setdefault("compute", {}), d.setdefault("sync", {})
+    c, s = d.setdefault("cluster", {}), d.setdefault("sync", {})
     c.update(nodes=1, gpus_per_node=ranks, gpus_per_pcie_switch=ranks)
     s.update(strategy="none" if ranks == 1 else sync,          # the same name in both halves
              compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False)
@@ -63,22 +55,7 @@ def scenario_for(prof, ranks, sync, compress, launch_us=None, measured=None, bat
     t.update(iterations=4, warmup_iterations=1)
     if batch:
         t["batch_per_gpu"] = batch
-    if launch_us is not None:
-        comp["kernel_launch_us"] = launch_us
-    probes = (measured or {}).get("probes", {})
-    if probe is None and "blocks" in probes.get(str(ranks), {}):     # (older sidecars: no probes)
-        probe = fit.summarise([probes[str(ranks)]], fit.block_for(ranks, s["compression"]))
-    if probe is not None:
-        return fit.apply_probe(d, probe, s["compression"])
-    share = ranks / (measured or {}).get("devices", c.get("cpu_cores", ranks))
-    if share > 1:                                  # not probed: devices shared evenly, nothing else
-        c["gpu_speed"] = [1 / share] * ranks
-        c["gpu"] = dict(c["gpu"], mem_bw_gbs=c["gpu"]["mem_bw_gbs"] / share)
-        comp["kernel_launch_us"] = comp.get("kernel_launch_us", 5.0) * share
     return d
-
-
-fit_launch = fit.fit_launch
 
 
 # ------------------------------------------------------------------ measuring
@@ -121,6 +98,17 @@ def diagnose(predicted_s, measured_s, pred_phases, meas_phases, threshold=THRESH
     return {"phase": phase, "predicted_s": pred_phases.get(phase, 0.0), "measured_s": meas_phases.get(phase, 0.0)}
 
 
+def moved_part(probe, pred_phases):
+    """From a probe summary (fit.summarise) taken right before a run: each part as the probe
+    saw it beside the prediction's, and the one that moved most (seconds per step)."""
+    seen = {"compute": sum(probe["compute_s"]) / len(probe["compute_s"]), "update": probe["update_s"],
+            "sync": next(iter(probe["sync_s"].values()), 0.0)}
+    said = {"compute": pred_phases["compute"] + pred_phases["straggler_wait"], "update": pred_phases["update"],
+            "sync": pred_phases["exposed_comm"] + pred_phases["compression"]}
+    part = max(seen, key=lambda k: abs(seen[k] - said[k]))
+    return {"probe_s": seen, "predicted_s": said, "moved": part}
+
+
 # ------------------------------------------------------------------ the comparison
 
 ONEBIT_NOTE = ("1bit: mpi_impl's 1-bit SGD has its own exchange (all-to-all, then all-gather) "
@@ -139,173 +127,205 @@ def configurations(ranks, syncs, compresses):
     return out
 
 
-def probe_syncs(ranks, onebit):
-    """What a probe times: the ring (for the link) and, where a run uses it, the 1-bit sync."""
-    if ranks == 1:
-        return []
-    return ["ring", "1bit"] if onebit else ["ring"]
-
-
 def name_of(ranks, sync, compress):
     if ranks == 1:
         return "1 rank (no sync)"
-    return f"{ranks} ranks 1bit" if compress == "1bit" else f"{ranks} ranks {sync} {compress}"
+    return f"{ranks} ranks 1bit" if compress == "1bit" else f"{ranks} ranks {sync}"
 
 
-def schedule(configs, repeats, probe=True):
-    """The order of the work: round after round (a busy minute then hits different
-    configurations in different rounds); in a round, the configurations of one rank count
-    in a row with a probe before, between and after them, so that every run has a probe
-    of its rank count right before and right after it. Items: ("probe", ranks, syncs) or
-    ("run", (ranks, sync, compress))."""
+def schedule(configs, repeats, probe=False):
+    """The order of the work: round after round, every configuration once a round; with
+    probe, a probe of the run's rank count and sync right before each run. Items:
+    ("probe", ranks, syncs) or ("run", (ranks, sync, compress))."""
     items = []
     for _ in range(repeats):
-        for n in dict.fromkeys(c[0] for c in configs):
-            group = [c for c in configs if c[0] == n]
-            syncs = probe_syncs(n, any(c[2] == "1bit" for c in group))
-            for c in group:
-                items += [("probe", n, syncs)] * probe + [("run", c)]
-            items += [("probe", n, syncs)] * probe
+        for n, sync, comp in configs:
+            if probe:
+                items.append(("probe", n, () if n == 1 else ("1bit" if comp == "1bit" else sync,)))
+            items.append(("run", (n, sync, comp)))
     return items
 
 
 def median_run(runs):
-    """The run whose error is the median (the lower one of the middle two for an even count)."""
-    ordered = sorted(runs, key=lambda r: r["error"])
+    """The run whose measured iteration time is the median (the lower middle one of an even count)."""
+    ordered = sorted(runs, key=lambda r: r["iteration_time_s"])
     return ordered[(len(ordered) - 1) // 2]
 
 
-def compare(prof, measured, ranks, syncs, compresses, model, width, depth, batch, samples, epochs,
-            repeats=3, probe=True, progress=None, keep_raw=False, device="cpu"):
-    """Run every configuration `repeats` times (see schedule), predict each run from the probes
-    right before and after it (probe=False: from the profile alone), and report per
-    configuration the run with the median error."""
+def compare(prof, ranks, syncs, compresses, model, width, depth, batch, samples, epochs,
+            repeats=3, probe=False, progress=None, keep_raw=False, device="cpu"):
+    """Predict every configuration from the profile, then run each `repeats` times (see
+    schedule) and set the median measurement beside the prediction."""
     import dpsim
     net = dict(model=model, width=width, depth=depth, batch=batch, device=device)
     configs = configurations(ranks, syncs, compresses)
+    predicted = {c: dpsim.simulate(scenario_for(prof, *c, batch=batch)) for c in configs}
     items = schedule(configs, repeats, probe)
-    done, started, total = [], time.perf_counter(), len(configs) * repeats
+    runs, probes = {c: [] for c in configs}, {c: [] for c in configs}
+    started, total, last_probe = time.perf_counter(), len(configs) * repeats, None
     for k, item in enumerate(items):
         if item[0] == "probe":
-            done.append(launch.probe(item[1], syncs=item[2], **net))
+            last_probe = launch.probe(item[1], syncs=item[2], **net)
             continue
         cfg = item[1]
-        done.append(measure(*cfg, samples=samples, epochs=epochs, **net))
+        runs[cfg].append(measure(*cfg, samples=samples, epochs=epochs, **net))
+        if last_probe is not None:
+            probes[cfg].append(last_probe)
         if progress:
-            spent, ran = time.perf_counter() - started, sum(it[0] == "run" for it in items[:k + 1])
-            progress(f"[{ran}/{total}] {name_of(*cfg)}: {done[-1]['iteration_time_s'] * 1e3:.2f} ms per "
-                     f"iteration; {spent:.0f} s so far, about {spent / (k + 1) * (len(items) - k - 1):.0f} s to go")
-    runs = {c: [] for c in configs}
-    for k, item in enumerate(items):
-        if item[0] != "run":
-            continue
-        n, sync, comp = cfg = item[1]
-        probes = [done[k - 1], done[k + 1]] if probe else []
-        summary = fit.summarise(probes, fit.block_for(n, comp)) if probes else None
-        pred = dpsim.simulate(scenario_for(prof, n, sync, comp, measured=measured, batch=batch, probe=summary))
-        meas = done[k]
-        run = {"predicted": pred, "measured": meas, "probe": summary,
-               "error": pred.iteration_time_s / meas["iteration_time_s"] - 1}
-        if keep_raw:
-            run["raw_probes"] = probes
-        runs[cfg].append(run)
-    rows, base = [], {}
-    for cfg in configs:
-        n, sync, comp = cfg
-        mid = median_run(runs[cfg])
-        pred, meas = mid["predicted"], mid["measured"]
-        per_run = [r["measured"]["iteration_time_s"] for r in runs[cfg]]
-        row = {"ranks": n, "sync": sync, "compress": comp,
-               "predicted_iteration_s": pred.iteration_time_s,
-               "measured_iteration_s": meas["iteration_time_s"],
-               "predicted_samples_per_s": pred.throughput_samples_per_s,
-               "measured_samples_per_s": meas["throughput_samples_per_s"],
-               "error": mid["error"],
-               "runs": [{"predicted_iteration_s": r["predicted"].iteration_time_s,
-                         "measured_iteration_s": r["measured"]["iteration_time_s"], "error": r["error"]}
-                        for r in runs[cfg]],
-               "spread": (max(per_run) - min(per_run)) / statistics.median(per_run),
-               "predicted_from": "probes right before and after the run" if probe else "the profile",
-               "probe": mid["probe"],
-               "predicted_phases_s": predicted_phases(pred.breakdown_s),
-               "measured_phases_s": measured_phases(meas)}
-        if keep_raw:
-            row["raw"] = [{"probes": r.get("raw_probes"), "run": r["measured"]} for r in runs[cfg]]
-        row["diagnosis"] = diagnose(row["predicted_iteration_s"], row["measured_iteration_s"],
-                                    row["predicted_phases_s"], row["measured_phases_s"],
-                                    onebit=comp == "1bit" and n > 1)
-        if n == 1:
-            base = {"predicted": row["predicted_samples_per_s"], "measured": row["measured_samples_per_s"]}
-        rows.append(row)
+            spent, done = time.perf_counter() - started, sum(it[0] == "run" for it in items[:k + 1])
+            progress(f"[{done}/{total}] {name_of(*cfg)}: {runs[cfg][-1]['iteration_time_s'] * 1e3:.2f} ms per "
+                     f"iteration (predicted {predicted[cfg].iteration_time_s * 1e3:.2f}); {spent:.0f} s so far, "
+                     f"about {spent / (k + 1) * (len(items) - k - 1):.0f} s to go")
+    rows = [row_for(cfg, predicted[cfg], runs[cfg], probes[cfg], keep_raw) for cfg in configs]
+    base = next((r for r in rows if r["ranks"] == 1), None)
     for row in rows:
-        for side in ("predicted", "measured"):
-            row[f"{side}_speedup"] = row[f"{side}_samples_per_s"] / base[side] if base else None
+        add_speedups(row, base)
     errors = [abs(r["error"]) for r in rows]
+    speedup_errors = [abs(r["speedup_error"]) for r in rows if r["speedup_error"] is not None and r["ranks"] > 1]
     notes = [ONEBIT_NOTE] if len(syncs) > 1 and "1bit" in compresses else []
     return {"rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
-            "repeats": repeats, "probed": probe, "seconds": time.perf_counter() - started, "notes": notes}
+            "worst_abs_error": max(errors) if errors else None,
+            "median_abs_speedup_error": statistics.median(speedup_errors) if speedup_errors else None,
+            "repeats": repeats, "probed": probe, "predicted_from": "the profile",
+            "seconds": time.perf_counter() - started, "notes": notes}
+
+
+def row_for(cfg, pred, runs, probes, keep_raw=False):
+    n, sync, comp = cfg
+    mid = median_run(runs)
+    times = [r["iteration_time_s"] for r in runs]
+    row = {"ranks": n, "sync": sync, "compress": comp,
+           "predicted_iteration_s": pred.iteration_time_s, "measured_iteration_s": mid["iteration_time_s"],
+           "predicted_samples_per_s": pred.throughput_samples_per_s,
+           "measured_samples_per_s": mid["throughput_samples_per_s"],
+           "error": pred.iteration_time_s / mid["iteration_time_s"] - 1,
+           "runs": [{"measured_iteration_s": t, "measured_samples_per_s": r["throughput_samples_per_s"]}
+                    for t, r in zip(times, runs)],
+           "spread": (max(times) - min(times)) / statistics.median(times),
+           "predicted_phases_s": predicted_phases(pred.breakdown_s),
+           "measured_phases_s": measured_phases(mid)}
+    row["diagnosis"] = diagnose(row["predicted_iteration_s"], row["measured_iteration_s"],
+                                row["predicted_phases_s"], row["measured_phases_s"], onebit=comp == "1bit" and n > 1)
+    row["probe"] = None
+    if probes:
+        block = fit.block_for(n, comp)
+        summary = fit.summarise(probes, block if block in probes[0]["blocks"] else None)
+        row["probe"] = moved_part(summary, row["predicted_phases_s"])
+    if keep_raw:
+        row["raw"] = {"runs": runs, "probes": probes}
+    return row
+
+
+def add_speedups(row, base):
+    """Speed-up against the 1-rank row, both sides; the measured one for every run too."""
+    if base is None:
+        row.update(predicted_speedup=None, measured_speedup=None, speedup_error=None)
+        return
+    row["predicted_speedup"] = row["predicted_samples_per_s"] / base["predicted_samples_per_s"]
+    row["measured_speedup"] = row["measured_samples_per_s"] / base["measured_samples_per_s"]
+    row["speedup_error"] = row["predicted_speedup"] / row["measured_speedup"] - 1
+    for r in row["runs"]:
+        r["measured_speedup"] = r["measured_samples_per_s"] / base["measured_samples_per_s"]
 
 
 def table(result):
-    head = (f"{'configuration':<22} {'predicted':>10} {'measured':>10}  {'speed-up':>8} {'speed-up':>8}"
-            f"  {'iteration ms':>15} {'error':>7} {'spread':>7}\n{'':<22} {'samples/s':>10} {'samples/s':>10}  "
-            f"{'pred.':>8} {'meas.':>8}  {'pred./meas.':>15} {'':>7} {'of runs':>7}")
+    head = (f"{'configuration':<22} {'iteration ms':>15} {'error':>7} {'spread':>7}  {'speed-up':>15} {'error':>7}\n"
+            f"{'':<22} {'pred. / meas.':>15} {'':>7} {'of runs':>7}  {'pred. / meas.':>15} {'':>7}")
     lines = [head]
     for r in result["rows"]:
-        sp = lambda v: f"{v:8.2f}" if v is not None else f"{'-':>8}"
-        ms = f"{r['predicted_iteration_s'] * 1e3:.2f}/{r['measured_iteration_s'] * 1e3:.2f}"
-        lines.append(f"{name_of(r['ranks'], r['sync'], r['compress']):<22} {r['predicted_samples_per_s']:10,.0f} "
-                     f"{r['measured_samples_per_s']:10,.0f}  {sp(r['predicted_speedup'])} {sp(r['measured_speedup'])}  "
-                     f"{ms:>15} {100 * r['error']:+6.1f}% {100 * r.get('spread', 0):6.0f}%")
+        ms = f"{r['predicted_iteration_s'] * 1e3:.2f} / {r['measured_iteration_s'] * 1e3:.2f}"
+        sp = (f"{r['predicted_speedup']:.2f} / {r['measured_speedup']:.2f}" if r.get("measured_speedup") else "-")
+        sp_err = f"{100 * r['speedup_error']:+6.1f}%" if r.get("speedup_error") is not None and r["ranks"] > 1 else ""
+        lines.append(f"{name_of(r['ranks'], r['sync'], r['compress']):<22} {ms:>15} {100 * r['error']:+6.1f}% "
+                     f"{100 * r['spread']:6.0f}%  {sp:>15} {sp_err:>7}")
     runs = result.get("repeats", 1)
-    lines.append(f"median absolute error of the iteration time: {100 * result['median_abs_error']:.1f}% "
-                 f"over {len(result['rows'])} configurations"
-                 f" ({runs} run{'s' if runs > 1 else ''} each, predicted from "
-                 f"{'probes right before and after each run' if result.get('probed') else 'the profile'}; "
-                 f"each row shows the run with the median error; spread: slowest minus fastest run, "
-                 f"of the median)")
+    lines.append(f"median |error| of the iteration time {100 * result['median_abs_error']:.1f}% "
+                 f"(worst {100 * result['worst_abs_error']:.1f}%) over {len(result['rows'])} configurations"
+                 + (f"; of the speed-up {100 * result['median_abs_speedup_error']:.1f}%"
+                    if result.get("median_abs_speedup_error") is not None else ""))
+    lines.append(f"  predicted from {result.get('predicted_from', 'the profile')}; measured: the median of "
+                 f"{runs} run{'s' if runs > 1 else ''} each; spread: slowest minus fastest run, of the median")
     lines += [f"  {note}" for note in result.get("notes", [])]
     for r in result["rows"]:
-        d = r["diagnosis"]
+        d, name = r["diagnosis"], name_of(r["ranks"], r["sync"], r["compress"])
         if d:
-            lines.append(f"  {name_of(r['ranks'], r['sync'], r['compress'])}: off by {100 * r['error']:+.0f}%; "
-                         f"phase that differs most: {d['phase']} (predicted {d['predicted_s'] * 1e3:.2f} ms, "
-                         f"measured {d['measured_s'] * 1e3:.2f} ms per iteration)")
+            lines.append(f"  {name}: off by {100 * r['error']:+.0f}%; phase that differs most: {d['phase']} "
+                         f"(predicted {d['predicted_s'] * 1e3:.2f} ms, measured {d['measured_s'] * 1e3:.2f} ms "
+                         f"per iteration)")
+            if r.get("probe"):
+                p = r["probe"]
+                lines.append(f"    probe right before the run: {p['moved']} took {p['probe_s'][p['moved']] * 1e3:.2f} ms "
+                             f"a step, the profile says {p['predicted_s'][p['moved']] * 1e3:.2f}")
     return "\n".join(lines)
 
 
 def plot(result, path):
+    """Left: predicted against measured iteration time. Right: speed-up against ranks, the
+    prediction as a line per sync, the measured median as a point with every run's range,
+    and the ideal y = x."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 5))
+    from matplotlib.lines import Line2D
+    fig, (ax, sp) = plt.subplots(1, 2, figsize=(11.5, 5))
     rows = result["rows"]
-    top = 1.1 * max(max(x["predicted_iteration_s"], x["measured_iteration_s"])
-                    for r in rows for x in r.get("runs", [r])) * 1e3
+    top = 1.1 * max(max([r["predicted_iteration_s"]] + [x["measured_iteration_s"] for x in r["runs"]])
+                    for r in rows) * 1e3
     ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
-    ax.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="0.9", label="within 15%")
+    ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.9", label="within 10%")
     markers = {"none": "o", "1bit": "^"}
     colours = {1: "C0", 2: "C1", 3: "C4", 4: "C2", 8: "C3"}
     for r in rows:
-        label = name_of(r["ranks"], r["sync"], r["compress"])
-        style = dict(marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C4"))
-        ax.scatter(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3, **style,
-                   edgecolor="k" if r["sync"] == "ps" else "none", s=50, label=label, zorder=3)
-        others = r.get("runs", [])                     # every run, faint: the spread
-        ax.scatter([x["measured_iteration_s"] * 1e3 for x in others],
-                   [x["predicted_iteration_s"] * 1e3 for x in others], **style, s=12, alpha=0.35, zorder=2)
+        style = dict(marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C5"))
+        times = [x["measured_iteration_s"] * 1e3 for x in r["runs"]]
+        ax.errorbar(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3,
+                    xerr=[[r["measured_iteration_s"] * 1e3 - min(times)], [max(times) - r["measured_iteration_s"] * 1e3]],
+                    ls="none", ms=6, capsize=2, **style)
     ax.set_xlim(0, top), ax.set_ylim(0, top)
-    ax.set_xlabel("measured iteration time (ms)")
+    ax.set_xlabel("measured iteration time (ms; bars: every run)")
     ax.set_ylabel("predicted iteration time (ms)")
-    ax.set_title(f"dpsim vs mpi_impl: median error {100 * result['median_abs_error']:.1f}%\n"
-                 f"(large: each configuration's median run; small: every run)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(f"iteration time: median error {100 * result['median_abs_error']:.1f}%", fontsize=10)
+    keys = [Line2D([], [], color=c, marker="o", ls="none", label=f"{n} rank{'s' if n > 1 else ''}")
+            for n, c in colours.items() if any(r["ranks"] == n for r in rows)]
+    keys += [Line2D([], [], color="k", marker=m, ls="none", label=c) for c, m in markers.items()
+             if any(r["compress"] == c for r in rows)]
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + keys, fontsize=7, loc="upper left")
+
+    ranks = sorted({r["ranks"] for r in rows})
+    sp.plot(ranks, ranks, "--", color="grey", lw=1, label="ideal (speed-up = ranks)")
+    series = {}
+    for r in rows:
+        if r.get("measured_speedup") is None:
+            continue
+        label = "1bit" if r["compress"] == "1bit" else r["sync"]
+        series.setdefault(label, []).append(r)
+    base = [r for r in rows if r["ranks"] == 1]
+    for i, (label, rs) in enumerate(series.items()):
+        rs = sorted(base + [r for r in rs if r["ranks"] > 1], key=lambda r: r["ranks"])
+        colour = f"C{i}"
+        sp.plot([r["ranks"] for r in rs], [r["predicted_speedup"] for r in rs], "-", color=colour,
+                label=f"{label}: predicted")
+        for r in rs:
+            each = [x["measured_speedup"] for x in r["runs"]]
+            sp.errorbar(r["ranks"] + 0.04 * (i - len(series) / 2), r["measured_speedup"],
+                        yerr=[[r["measured_speedup"] - min(each)], [max(each) - r["measured_speedup"]]],
+                        fmt="o", color=colour, ms=5, capsize=2)
+    sp.plot([], [], "o", color="k", label="measured (median; bars: every run)")
+    sp.set_xticks(ranks)
+    sp.set_xlabel("ranks")
+    sp.set_ylabel("speed-up over one rank (x)")
+    err = result.get("median_abs_speedup_error")
+    sp.set_title("speed-up" + (f": median error {100 * err:.1f}%" if err is not None else ""), fontsize=10)
+    sp.grid(True, alpha=0.3)
+    sp.legend(fontsize=7, loc="upper left")
+    fig.suptitle("dpsim (predicted from the calibration) against mpi_impl (measured)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def load_profile(path):
+    """The profile TOML (a dpsim scenario fragment) and its sidecar's measurements, if any."""
     with open(path, "rb") as f:
         prof = tomllib.load(f)
     side = Path(path).with_suffix(".measured.json")

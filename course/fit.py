@@ -1,38 +1,39 @@
-"""From measured seconds to dpsim scenario keys: the fits that calibrate and compare share.
+"""From measured seconds to dpsim scenario keys: the fits calibrate makes.
 
-Each fit inverts one of dpsim's cost formulas, so that dpsim, given the fitted figure,
-reproduces the measured part; dpsim's model then composes the parts (and predicts the
-strategies and rank counts that were not measured).
+Each fit inverts one of dpsim's cost formulas for one primitive measurement (never for a
+training run that is then compared): dpsim, given the fitted figure, reproduces that
+primitive, and its model composes the primitives into every configuration.
 
-  fit_compute   t(b) = F (b + b_half) / (P e_max) is a line in b   -> compute.efficiency, half_batch
-  fit_link      one-way ping-pong times: latency, 1 / slope          -> a link's latency_us, bandwidth_gbs
-  fit_latency   the link latency that makes dpsim's ring sync take the measured time
-  fit_launch    the kernel launch cost that makes dpsim's 1-bit sync take the measured time
-  apply_probe   a probe's parts (course/probe.py) on N ranks onto a scenario for N ranks:
-                  compute   gpu_speed = dpsim's compute time / the ranks' mean measured time
-                            (ranks sharing cores compute slower), the same for every rank:
-                            the wait for the slowest rank of each step is part of the measured
-                            sync, as in mpi_impl.train's exposed communication
-                  scale     the division of the summed gradient by N and taking the next
-                  + load    batch from memory, which dpsim does not model (its synthetic data
-                            costs nothing; a loader would add a host-to-device copy that the
-                            CPU does not make), as compute.overhead_ms
-                  update    cluster.gpu.mem_bw_gbs = 20 bytes x params / time
-                  link      bandwidth from the ping-pong; latency fitted to the ring sync
-                  1-bit     kernel_launch_us fitted to the 1-bit sync
+  fit_compute    t(b) = F (b + b_half) / (P e_max) is a line in b  -> compute.efficiency, half_batch
+  fit_link       one-way ping-pong times: latency, 1 / slope         -> a link's latency_us, bandwidth_gbs
+  fit_latency    a message's cost inside the loop's rhythm: the latency that makes dpsim's
+                 2-rank ring take the ring sync of calibrate's probe (its wait for a slower
+                 rank taken out, as mpi_impl.train reports it apart)  -> a link's latency_us
+  fit_capacity   N ranks computing at once, each t_N per step, against one alone (t_1): the
+                 devices' worth they get, N t_1 / t_N (dpsim.sharing) -> cluster.devices_per_node
+  fit_timeslice  the extra one-way time of busy-polling ranks that outnumber the devices,
+                 (1 - C/N) x slice / 2 (dpsim.sharing)               -> cluster.timeslice_us
+  fit_codec      the 1-bit codec's seconds at two buffer sizes against dpsim's kernels
+                 (launches x launch + bytes / bandwidth)             -> kernel_launch_us, codec_gbs
 """
-import copy
-
 import numpy as np
 
-from dpsim import compute as dpsim_compute
+from dpsim import sharing
+from dpsim.strategies import onebit
 
 
-def fit_compute(points, flops_per_sample, peak_flops):
-    """(e_max, b_half) from [(batch, seconds)] under t(b) = F (b + b_half) / (P e_max)."""
+def fit_compute(points, flops_per_sample, peak_flops, anchor=None):
+    """(e_max, b_half) from [(batch, seconds)] under t(b) = F (b + b_half) / (P e_max), a line
+    a + k b. anchor: a batch among the points through which the line must pass exactly (the
+    batch the runs use), the slope then fitted to the others."""
     b = np.array([p[0] for p in points], float)
     t = np.array([p[1] for p in points], float)
-    k, a = np.polyfit(b, t, 1)                        # t = a + k b
+    if anchor is None:
+        k, a = np.polyfit(b, t, 1)
+    else:
+        t0 = t[b == anchor][0]
+        k = float(np.sum((b - anchor) * (t - t0)) / np.sum((b - anchor) ** 2))
+        a = t0 - k * anchor
     e_max = flops_per_sample / (peak_flops * k)
     return float(e_max), float(max(a / k, 0.0))
 
@@ -45,32 +46,60 @@ def fit_link(sizes, one_way_s):
     return float(1.0 / slope / 1e9), float(one_way_s[0] * 1e6)
 
 
-def _sync_time(d, **changes):
-    """dpsim's sync_time_s for scenario d with some sections' keys changed."""
-    import dpsim
-    probe = copy.deepcopy(d)
-    for section, keys in changes.items():
-        for key, value in keys.items():
-            if isinstance(value, dict):
-                probe[section][key] = dict(probe[section][key], **value)
-            else:
-                probe[section][key] = value
-    return dpsim.simulate(probe).sync_time_s
-
-
 def fit_latency(d, ring_s):
-    """Link latency (us) that makes dpsim's ring sync of scenario d take ring_s (linear in it)."""
+    """Link latency (us per hop) that makes dpsim's ring sync of scenario d take ring_s: what a
+    message costs inside the training loop's rhythm (dpsim's ring is linear in it)."""
+    import copy
+
+    import dpsim
+
     def at(lat):
-        return _sync_time(d, sync={"strategy": "ring", "compression": "none"},
-                          cluster={"intra": {"latency_us": lat}, "host_link": {"latency_us": lat}})
+        probe = copy.deepcopy(d)
+        probe["sync"].update(strategy="ring", compression="none")
+        for key in ("intra", "host_link"):
+            probe["cluster"][key] = dict(probe["cluster"][key], latency_us=lat)
+        return dpsim.simulate(probe).sync_time_s
     t0, t1 = at(0.0), at(100.0)
-    return round(max(100.0 * (ring_s - t0) / (t1 - t0), 0.0), 3)
+    return max(100.0 * (ring_s - t0) / (t1 - t0), 0.0)
 
 
-def fit_launch(d, onebit_s):
-    """kernel_launch_us that makes dpsim's 1-bit sync of scenario d take onebit_s (linear in it)."""
-    t0, t1 = (_sync_time(d, sync={"compression": "1bit"}, compute={"kernel_launch_us": x}) for x in (0.0, 1.0))
-    return round(max((onebit_s - t0) / (t1 - t0), 0.0), 3)
+def straggler_s(probe, block):
+    """The mean over a probe's steps of (slowest rank's compute - mean rank's): the part of a
+    measured sync that waited for a slower rank (mpi_impl.train calls it straggler_wait)."""
+    c = np.array(probe["blocks"][block]["steps_s"]["compute"], float)      # [rank][step]
+    return float(np.mean(c.max(axis=0) - c.mean(axis=0)))
+
+
+def fit_capacity(alone_s, together_s, devices):
+    """Devices' worth that N ranks computing at once get: each rank's step takes
+    together_s[r] where one rank alone takes alone_s. N ranks on C devices run each at C/N
+    speed (dpsim.sharing), so C = N alone / mean(together); at most N, and, when fewer ranks
+    than devices were run, the per-device figure is extended to all of them."""
+    n = len(together_s)
+    worth = min(n, n * alone_s / float(np.mean(together_s)))
+    return worth * devices / n if n < devices else worth
+
+
+def fit_timeslice(alone_one_way_s, crowded_one_way_s, ranks, capacity):
+    """The scheduler's slice from a message's mean one-way time between busy-polling ranks
+    that outnumber the devices, against the same message when each rank has its own:
+    wait = (1 - C/N) slice / 2 (dpsim.sharing.wakeup_s)."""
+    wait = max(crowded_one_way_s - alone_one_way_s, 0.0)
+    busy = 1 - 1 / sharing.ranks_per_device(ranks, capacity)
+    return 2 * wait / busy if busy > 0 else 0.0
+
+
+def fit_codec(values, seconds, ranks, share=1.0):
+    """(kernel_launch_us, codec_gbs) from the codec's seconds per 1-bit exchange of each buffer
+    size in `values` (two or more) on `ranks` ranks, which dpsim charges as
+    launches x launch + bytes / bandwidth (dpsim/strategies/onebit.py: kernels), times the
+    ranks' sharing of their devices."""
+    launches, per_value = onebit.codec_cost(1.0, ranks)
+    t = np.array(seconds, float) / share
+    slope, intercept = np.polyfit(np.array(values, float) * per_value, t, 1)   # t = launches x L + bytes x (1/bw)
+    if intercept < 0:                               # noise: no launch cost to speak of
+        slope, intercept = float(np.sum(t * values) / np.sum(np.square(values)) / per_value), 0.0
+    return float(intercept / launches * 1e6), float(1 / slope / 1e9)
 
 
 # ------------------------------------------------------------------ probes
@@ -106,27 +135,3 @@ def summarise(probes, block=None):
     if probes[0]["one_way_s"]:
         out["one_way_s"] = np.min([p["one_way_s"] for p in probes], axis=0).tolist()
     return out
-
-
-def apply_probe(d, s, compress="none"):
-    """Put a probe summary `s` (summarise, of the block the run's sync sets the rhythm of:
-    block_for) for d's rank count onto scenario dict d, in place."""
-    c, comp, m = d["cluster"], d["compute"], d["model"]
-    ranks, batch = s["ranks"], d["training"]["batch_per_gpu"]
-    extra = s["scale_s"] + s["load_s"]
-    device_s = dpsim_compute.compute_time_s(m["flops_per_sample"], batch, c["gpu"]["fp32_tflops"],
-                                            comp["efficiency"], comp["half_batch"]) + extra
-    comp["overhead_ms"] = round(extra * 1e3, 4)
-    c["gpu_speed"] = [round(device_s / (np.mean(s["compute_s"]) + extra), 6)] * ranks
-    c["gpu"] = dict(c["gpu"], mem_bw_gbs=round(20 * m["params"] / s["update_s"] / 1e9, 4))
-    if ranks > 1 and s["one_way_s"]:
-        bw, lat = fit_link(s["sizes_bytes"], s["one_way_s"])
-        for key in ("intra", "host_link"):
-            c[key] = dict(c[key], bandwidth_gbs=round(bw, 4), latency_us=round(lat / 2, 3))
-        if "ring" in s["sync_s"]:
-            lat = fit_latency(d, s["sync_s"]["ring"])
-            for key in ("intra", "host_link"):
-                c[key] = dict(c[key], latency_us=lat, source=f"fitted to the ring sync on {ranks} ranks")
-        if compress == "1bit" and "1bit" in s["sync_s"]:
-            comp["kernel_launch_us"] = fit_launch(d, s["sync_s"]["1bit"])
-    return d

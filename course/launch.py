@@ -28,8 +28,10 @@ def run(ranks, module, args, timeout=600):
     return done.stdout
 
 
-def probe(ranks, model, width, depth, batch, syncs=("ring",), steps=16, device="cpu", timeout=300):
-    """course.probe's JSON: every step's parts on `ranks` ranks (see course/probe.py)."""
+def probe(ranks, model, width, depth, batch, syncs=("ring",), steps=16, device="cpu", timeout=300, codec=()):
+    """course.probe's JSON: every step's parts on `ranks` ranks (see course/probe.py); codec:
+    buffer sizes at which to time the 1-bit codec."""
     out = run(ranks, "course.probe", ["--model", model, "--width", width, "--depth", depth, "--batch", batch,
-                                      "--syncs", ",".join(syncs), "--steps", steps, "--device", device], timeout)
+                                      "--syncs", ",".join(syncs), "--steps", steps, "--device", device,
+                                      "--codec", ",".join(map(str, codec))], timeout)
     return json.loads(out.strip().splitlines()[-1])

@@ -49,16 +49,19 @@ PARTS = ("load", "compute", "scale", "update")
 
 
 def ping_pong(comm, nbytes, reps):
-    """Best one-way time of `reps` round trips of nbytes between this rank and its partner."""
+    """(best, median, mean) one-way time of `reps` round trips of nbytes between this rank and its
+    partner, after one untimed round trip (first touches of the buffer). The best is the
+    link's own cost; the median also holds what ranks that outnumber the cores typically
+    wait to be scheduled."""
     rank = comm.Get_rank()
     partner = rank ^ 1
     buf = np.zeros(max(nbytes, 1), np.uint8)
-    best = float("inf")
+    times = []
     if partner >= comm.Get_size():                 # odd rank count: the last rank sits out
-        for _ in range(reps):
+        for _ in range(reps + 1):
             comm.Barrier()
-        return best
-    for _ in range(reps):
+        return 0.0, 0.0, 0.0
+    for k in range(reps + 1):
         comm.Barrier()
         start = time.perf_counter()
         if rank % 2 == 0:
@@ -67,17 +70,39 @@ def ping_pong(comm, nbytes, reps):
         else:
             comm.Recv([buf, nbytes, MPI.BYTE], partner)
             comm.Send([buf, nbytes, MPI.BYTE], partner)
-        best = min(best, (time.perf_counter() - start) / 2)
-    return best
+        if k:
+            times.append((time.perf_counter() - start) / 2)
+    return min(times), float(np.median(times)), float(np.mean(times))
 
 
 def one_way_times(comm, reps):
-    """Slowest pair's one-way time per size in SIZES."""
-    out = []
+    """Per size in SIZES, the slowest pair's best, median and mean one-way time: three lists."""
+    best, median, mean = [], [], []
     for nbytes in SIZES:
-        t = ping_pong(comm, nbytes, reps)
-        out.append(comm.allreduce(t if np.isfinite(t) else 0.0, op=MPI.MAX))
-    return out
+        b, med, m = ping_pong(comm, nbytes, reps)
+        best.append(comm.allreduce(b, op=MPI.MAX))
+        median.append(comm.allreduce(med, op=MPI.MAX))
+        mean.append(comm.allreduce(m, op=MPI.MAX))
+    return best, median, mean
+
+
+def codec_times(comm, values, reps=5, device="cpu"):
+    """For a buffer of each size in `values`: the mean seconds of one OneBitAllreduce call, and
+    of its codec (encode/decode) within it, the slowest rank's; two lists."""
+    dev = pick_device(device, comm)
+    calls, codec = [], []
+    for v in values:
+        onebit = mpi_impl.OneBitAllreduce(comm=comm)
+        g = dev.xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(v).astype(np.float32))
+        onebit(g)                                   # warm-up: buffers allocated once
+        comm.Barrier()
+        before, start = onebit.codec_s, dev.clock()
+        for _ in range(reps):
+            onebit(g)
+        spent = dev.clock() - start
+        calls.append(comm.allreduce(spent / reps, op=MPI.MAX))
+        codec.append(comm.allreduce((onebit.codec_s - before) / reps, op=MPI.MAX))
+    return calls, codec
 
 
 def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
@@ -134,17 +159,22 @@ def main(argv=None):
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--syncs", default="ring", help="comma-separated: ring, ps, sharded-ps, tree, mpi, 1bit")
+    p.add_argument("--syncs", default="ring", help="comma-separated: ring, recursive-doubling, halving-doubling, "
+                                                   "ps, sharded-ps, mpi, 1bit; empty: compute alone")
     p.add_argument("--steps", type=int, default=16, help="timed steps per algorithm")
     p.add_argument("--reps", type=int, default=10, help="ping-pong round trips per size")
+    p.add_argument("--codec", default="", help="comma-separated buffer sizes (values) at which to time "
+                                               "the 1-bit codec")
     args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
     syncs = [s for s in args.syncs.split(",") if s]
+    codec_values = [int(v) for v in args.codec.split(",") if v]
     with mpi_impl.abort_on_error():
         every = comm.gather(steps(comm, args.model, args.width, args.depth, args.batch, syncs, args.steps,
                                   args.device))
-        one_way = one_way_times(comm, args.reps) if n > 1 else []
+        one_way, one_way_median, one_way_mean = one_way_times(comm, args.reps) if n > 1 else ([], [], [])
+        onebit_s, codec_s = codec_times(comm, codec_values, device=args.device) if codec_values else ([], [])
     if comm.Get_rank() != 0:
         return
     blocks = {}
@@ -154,7 +184,10 @@ def main(argv=None):
                         # what a rank waits in the sync, the wait for the slowest rank included
                         "sync_steps_s": mean_of_ranks("sync") if algo != "none" else [],
                         "codec_steps_s": mean_of_ranks("codec") if algo == "1bit" else []}
-    print(json.dumps({"ranks": n, "blocks": blocks, "sizes_bytes": list(SIZES), "one_way_s": one_way}),
+    print(json.dumps({"ranks": n, "blocks": blocks, "sizes_bytes": list(SIZES), "one_way_s": one_way,
+                      "one_way_median_s": one_way_median,
+                      "one_way_mean_s": one_way_mean, "codec_values": codec_values, "onebit_s": onebit_s,
+                      "codec_s": codec_s}),
           flush=True)
 
 

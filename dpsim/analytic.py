@@ -82,8 +82,9 @@ def chain(n, m, alpha, beta, gamma=0.0):
 
 def shared_ring(n, m, alpha, beta, gamma, devices, timeslice_s=0.0, busy_poll=False, shared_memory=False):
     """The ring on n ranks sharing `devices` devices (dpsim.sharing): reductions (and, for
-    shared-memory messages, copies) at devices/n of their speed; with busy-polling ranks every
-    message also waits (1 - devices/n) x timeslice / 2 for its receiver to be scheduled."""
+    shared-memory messages, copies) at the slowest rank's share of a device; with busy-polling
+    ranks every message also waits (1 - 1/k) x timeslice / 2 for its receiver to be scheduled,
+    k the ranks on the most crowded device."""
     share = sharing.ranks_per_device(n, devices)
     wait = sharing.wakeup_s(n, devices, timeslice_s) if busy_poll else 0.0
     return ring(n, m, alpha + wait, beta * (share if shared_memory else 1.0), gamma * share)

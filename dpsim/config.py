@@ -163,8 +163,14 @@ class Scenario:
 
     @property
     def sharing(self) -> float:
-        """Ranks per device (at least 1): every rank's device work runs this much slower."""
+        """How much slower the slowest rank's device work runs (dpsim.sharing): what a lock-step
+        operation on every rank waits for."""
         return sharing.ranks_per_device(self.cluster.gpus_per_node, self.cluster.devices_per_node)
+
+    def sharing_factors(self) -> list[float]:
+        """Per GPU (rank) of the cluster, how much slower its device work runs (dpsim.sharing)."""
+        c = self.cluster
+        return sharing.rank_factors(c.gpus_per_node, c.devices_per_node) * c.nodes
 
     @property
     def wakeup_s(self) -> float:

@@ -84,7 +84,7 @@ class Engine:
         self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
-        self.slowness = [sc.sharing / v for v in speeds]          # ranks sharing a device: dpsim.sharing
+        self.slowness = [f / v for f, v in zip(sc.sharing_factors(), speeds)]   # shared devices: dpsim.sharing
         self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
 
     # -- pieces of an iteration

@@ -1,37 +1,57 @@
 """Ranks that share a device: more training processes than CPU cores, or several on one GPU.
 
-N ranks of a node run on C devices (cluster.devices_per_node; 0 means one device per rank).
-The operating system (or the GPU's time-slicing, without MPS) shares a device among the ranks
-that want it, equally: processor sharing (Kleinrock, "Time-shared systems: a theoretical
-treatment", JACM 14(2), 1967). In synchronous data-parallel training every rank wants its
-device at the same moments (all compute, then all reduce), so with N > C each runs at C/N of
-its speed:
+N ranks of a node run on its devices (cluster.devices_per_node = C; 0 means one device per
+rank). C may be fractional, a measured capacity: two vCPUs that run two busy processes at
+1.9x one are C = 1.9, on ceil(C) = 2 devices.
 
-    device work on a shared device = (its time alone) x N / C          (N > C)
+Placement: rank r runs on device r mod ceil(C), as an operating system's per-core run queues
+and GPU binding by local rank both end up doing, and a device time-slices the k ranks on it
+equally (processor sharing; Kleinrock, "Time-shared systems: a theoretical treatment", JACM
+14(2), 1967). While every device is busy they also get only C / ceil(C) of their speed. So a
+rank's device work takes
+
+    (its time alone) x k_r x max(1, busy / C),     busy = min(N, ceil(C)) devices in use
+
+and with N a multiple of C every rank runs at C/N of its speed. N = 3 on 2 cores: one rank
+has a core to itself and two share the other, so a synchronous step waits for the two: the
+straggler that a fluid model (every rank at 2/3) would miss.
 
 Device work is forward, backward, the update, the reductions of the sync and the codec's
 kernels; with `cluster.shared_memory_messages` (MPI between CPU processes, whose messages are
-memory copies made by the ranks' own cores) the copies too, so the node's links carry C/N of
-their bandwidth per rank.
+memory copies made by the ranks' own cores) the copies too.
 
 A rank that waits for a message and busy-polls (`sync.busy_poll`: MPI on CPU cores) keeps
-its device busy, so the rank the message comes from may not be running. At any instant a
-rank runs with probability C/N; when it does not, it waits for a time slice to end, on
-average half of one:
+its device busy, so the rank a message goes to may not be running. A rank sharing its device
+with k - 1 others runs 1/k of the time, and when it does not, it waits half a time slice on
+average; a step of the sync waits for the worst placed rank:
 
-    wait per message = (1 - C/N) x timeslice / 2                        (N > C, busy-polling)
+    wait per message = (1 - 1/k_max) x timeslice / 2                 (busy-polling ranks)
 
 Yielding ranks (a GPU shared by ranks that wait on their own CPU cores) pay no such wait.
-dpsim.analytic.shared_ring writes the ring all-reduce under both; tests hold the engine to it.
+dpsim.analytic.shared_ring writes the ring all-reduce under all of it; tests hold the engine to it.
 """
+import math
 
 
-def ranks_per_device(ranks: int, devices: int) -> float:
-    """N / C, at least 1 (devices = 0: one device per rank)."""
-    return max(1.0, ranks / devices) if devices else 1.0
+def rank_factors(ranks: int, devices: float) -> list[float]:
+    """How many times slower each rank's device work runs than alone (devices = 0: none shared)."""
+    if not devices:
+        return [1.0] * ranks
+    slots = math.ceil(devices)
+    per_slot = [ranks // slots + (1 if s < ranks % slots else 0) for s in range(slots)]
+    contention = max(1.0, min(ranks, slots) / devices)
+    return [per_slot[r % slots] * contention for r in range(ranks)]
 
 
-def wakeup_s(ranks: int, devices: int, timeslice_s: float) -> float:
-    """Mean wait of a message for its busy-polling receiver: (1 - C/N) x timeslice / 2."""
-    share = ranks_per_device(ranks, devices)
-    return (1 - 1 / share) * timeslice_s / 2
+def ranks_per_device(ranks: int, devices: float) -> float:
+    """The slowest rank's factor: what a lock-step operation (a reduction on every rank) waits for."""
+    return max(rank_factors(ranks, devices))
+
+
+def wakeup_s(ranks: int, devices: float, timeslice_s: float) -> float:
+    """Mean wait of a message for its busy-polling receiver on the most crowded device."""
+    if not devices:
+        return 0.0
+    slots = math.ceil(devices)
+    k = -(-ranks // slots)
+    return (1 - 1 / k) * timeslice_s / 2

@@ -1,12 +1,13 @@
-"""Ranks sharing devices (dpsim.sharing) against closed forms written out here: N ranks on C
-devices all computing run at C/N speed; a busy-polling receiver costs each message half a time
-slice whenever it is not running; nothing changes while every rank has a device of its own."""
+"""Ranks sharing devices (dpsim.sharing) against figures written out here: each rank at its
+share of its device (N ranks on C devices at C/N speed when C divides N), a busy-polling
+receiver costing each message half a time slice whenever it is not running, and nothing
+changed while every rank has a device of its own."""
 import dataclasses
 
 import pytest
 
 import dpsim
-from dpsim import analytic, compute, config
+from dpsim import analytic, compute, config, sharing
 from dpsim.engine import Engine
 
 from dpsim_helpers import star
@@ -20,13 +21,27 @@ def shared(n, devices, **sync):
     return data
 
 
-@pytest.mark.parametrize("n, devices, slower", [(4, 2, 2.0), (3, 2, 1.5), (4, 1, 4.0), (2, 4, 1.0), (4, 4, 1.0)])
-def test_every_rank_computes_at_devices_over_ranks_speed(n, devices, slower):
+# per rank, how many times slower than alone, written out: rank r on device r mod ceil(C), the
+# k ranks of a device sharing it, and C / ceil(C) of each device while all are busy
+BY_HAND = [(4, 2, [2, 2, 2, 2]), (3, 2, [1, 2, 2]), (4, 1, [4, 4, 4, 4]), (2, 4, [1, 1]), (4, 4, [1, 1, 1, 1]),
+           (2, 1.6, [1.25, 1.25]), (3, 1.5, [4 / 3, 8 / 3, 8 / 3]), (1, 1.5, [1])]
+
+
+@pytest.mark.parametrize("n, devices, factors", BY_HAND)
+def test_each_rank_computes_at_its_share_of_a_device(n, devices, factors):
     sc = dpsim.load_scenario(shared(n, devices))
     alone = compute.compute_time_s(1e9, 32, V100.fp32_tflops, 0.6, 8.0)    # star(): 1 GFLOP/sample, batch 32
     res = dpsim.simulate(sc)
-    assert res.breakdown_s["compute"] == pytest.approx(alone * slower, rel=0.01)
-    assert res.breakdown_s["update"] == pytest.approx(8_000_000 * 20 / (V100.mem_bw_gbs * 1e9) * slower, rel=0.01)
+    mean, worst = sum(factors) / n, max(factors)
+    assert res.breakdown_s["compute"] == pytest.approx(alone * mean, rel=0.01)
+    assert res.breakdown_s["straggler_wait"] == pytest.approx(alone * (worst - mean), rel=0.01, abs=1e-9)
+    assert res.breakdown_s["update"] == pytest.approx(8_000_000 * 20 / (V100.mem_bw_gbs * 1e9) * worst, rel=0.01)
+
+
+def test_n_ranks_on_c_devices_all_computing_run_at_c_over_n_speed():
+    for n, c in [(4, 2), (6, 3), (8, 2), (6, 2)]:
+        factors = sharing.rank_factors(n, c)
+        assert factors == [n / c] * n
 
 
 @pytest.mark.parametrize("busy_poll", [False, True])
@@ -41,8 +56,8 @@ def test_a_ring_on_shared_devices_matches_its_closed_form(n, devices, busy_poll)
 
 
 def test_busy_polling_costs_half_a_timeslice_per_dependent_message_when_half_the_ranks_wait():
-    # 4 ranks on 2 cores: a receiver is running half the time, so a message waits 0.5 x 3 ms / 2;
-    # a ring of 4 sends 2 x 3 messages one after another.
+    # 4 ranks on 2 cores, two to a core: a receiver is running half the time, so a message waits
+    # 0.5 x 3 ms / 2; a ring of 4 sends 2 x 3 messages one after another.
     spin, sleep = (Engine(dpsim.load_scenario(shared(4, 2, busy_poll=b))).sync_alone() for b in (True, False))
     assert spin - sleep == pytest.approx(6 * 0.5 * 3e-3 / 2, rel=1e-6)
 

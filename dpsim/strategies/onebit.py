@@ -36,13 +36,26 @@ def quantised_bytes(nbytes: float) -> float:
     return nbytes / 4 * BYTES_PER_VALUE
 
 
+def kernels(values, n):
+    """(label, bytes touched, launches) of each kernel of one exchange of `values` on n ranks."""
+    return [("quantise", 12.125 * values, 2),
+            ("decode+sum+requantise", (8.125 * (n - 1) + 12.125) * values / n, n + 1),
+            ("decode", 4.125 * values, n)]
+
+
+def codec_cost(values, n):
+    """(launches, bytes touched) of all of one exchange's kernels: course calibrate inverts it."""
+    ks = kernels(values, n)
+    return sum(k[2] for k in ks), sum(k[1] for k in ks)
+
+
 def allreduce(machine, ranks, nbytes):
     n = len(ranks)
-    values = nbytes / 4
     stripe_q = quantised_bytes(nbytes) / n
     pairs = [(a, b, stripe_q) for a in ranks for b in ranks if a != b]
-    yield machine.kernel(ranks, "quantise", 12.125 * values, launches=2)
+    quantise, combine, decode = kernels(nbytes / 4, n)
+    yield machine.kernel(ranks, *quantise)
     yield machine.send(pairs, "1bit-all-to-all", staged=True)
-    yield machine.kernel(ranks, "decode+sum+requantise", (8.125 * (n - 1) + 12.125) * values / n, launches=n + 1)
+    yield machine.kernel(ranks, *combine)
     yield machine.send(pairs, "1bit-all-gather", staged=True)
-    yield machine.kernel(ranks, "decode", 4.125 * values, launches=n)
+    yield machine.kernel(ranks, *decode)
