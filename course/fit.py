@@ -96,9 +96,12 @@ def fit_codec(values, seconds, ranks, share=1.0):
     ranks' sharing of their devices."""
     launches, per_value = onebit.codec_cost(1.0, ranks)
     t = np.array(seconds, float) / share
-    slope, intercept = np.polyfit(np.array(values, float) * per_value, t, 1)   # t = launches x L + bytes x (1/bw)
+    size = np.array(values, float) * per_value                 # bytes the kernels touch
+    slope, intercept = np.polyfit(size, t, 1)                   # t = launches x L + bytes x (1/bw)
     if intercept < 0:                               # noise: no launch cost to speak of
-        slope, intercept = float(np.sum(t * values) / np.sum(np.square(values)) / per_value), 0.0
+        slope, intercept = float(np.sum(t * size) / np.sum(size ** 2)), 0.0
+    if slope <= 0:                                  # noise: no cost per byte to speak of (0 = memory speed)
+        return float(np.mean(t) / launches * 1e6), 0.0
     return float(intercept / launches * 1e6), float(1 / slope / 1e9)
 
 

@@ -2,35 +2,37 @@
 
     mpiexec -n N python -m course.probe [--model mlp --width 1024 --depth 2 --batch 64]
                                         [--syncs ring,1bit] [--steps 16] [--device cpu|gpu]
+                                        [--codec VALUES,VALUES]
 
-`calibrate` runs it on 2 ranks (and on more ranks than cores); `compare` runs it right
-before every measured training run, with that run's rank count, so that both see the
-same machine: the same cores, the same other programs competing for them.
+`calibrate` runs it on 1, 2 and 4 ranks, three rounds each; `compare --probe` right before a
+run, to say which part moved when a prediction is off (it never feeds the prediction).
 
 Every rank repeats the parts of mpi_impl.train's step, each timed on its own:
 
   load       take a batch of the synthetic data (mpi_impl's Loader, no decode work)
   compute    forward + loss + backward of the mpi_impl model on that batch
   sync       the all-reduce (sum) of the gradient, one block of steps per algorithm of
-             --syncs (ring, ps, ..., 1bit), one block after the other
+             --syncs (ring, ps, ..., 1bit), one block after the other; none: no sync
   scale      the division of the sum by N
   update     the momentum SGD step
 
 The steps keep the rhythm of training (every rank computes, then waits in a sync whose MPI
 calls spin while they wait, which takes cores away from ranks that share them), so the
-compute time of a rank says how fast it computes when N ranks share the machine: how many
-ranks really run in parallel. A sync's time is what a rank spends in it, as mpi_impl.train
-counts exposed communication: the wait for the slowest rank included, a mean over ranks.
-The time inside the 1-bit codec (encode/decode, OneBitAllreduce.codec_s) is kept as well.
+compute time of a rank says how fast it computes when N ranks share the machine. A sync's
+time is what a rank spends in it, as mpi_impl.train counts it: the wait for the slowest rank
+included (fit.straggler_s takes that out), a mean over ranks. The time inside the 1-bit
+codec (OneBitAllreduce.codec_s) is kept as well.
 
 Ranks then pair up (0-1, 2-3, ...) and all pairs ping-pong at once; per message size the
-one-way time is half the best round trip of a few.
+one-way time is the best, the median and the mean of a few round trips (the mean holds the
+rare long waits of busy-polling ranks for the scheduler). With --codec, one OneBitAllreduce
+of each size is timed: the call and its codec.
 
-Rank 0 prints one JSON object with every step's seconds (course/fit.py sums them up):
-{"ranks", "blocks": {algorithm (or "none" on one rank): {"steps_s": {part: [[per step] per
-rank]} for load, compute, scale, update, "sync_steps_s": [per step, mean of ranks],
-"codec_steps_s": [per step, mean of ranks; 1bit only]}}, "sizes_bytes", "one_way_s": [per
-size, the slowest pair's]}.
+Rank 0 prints one JSON object: {"ranks", "blocks": {algorithm (or "none"): {"steps_s": {part:
+[[per step] per rank]} for load, compute, scale, update, "sync_steps_s": [per step, mean of
+ranks], "codec_steps_s": [per step; 1bit only]}}, "sizes_bytes", "one_way_s",
+"one_way_median_s", "one_way_mean_s": [per size, the slowest pair's], "codec_values",
+"onebit_s", "codec_s": [per size]}.
 """
 import argparse
 import json
@@ -41,6 +43,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from mpi_impl import data, nets, pick_device
+from mpi_impl.errors import Parser, algorithm_names, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
@@ -153,22 +156,25 @@ def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="course.probe")
+    p = Parser(prog="course.probe")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    p.add_argument("--syncs", default="ring", help="comma-separated: ring, recursive-doubling, halving-doubling, "
-                                                   "ps, sharded-ps, mpi, 1bit; empty: compute alone")
+    names = algorithm_names((*mpi_impl.ALGORITHMS, "1bit"))
+    p.add_argument("--syncs", default="ring", type=lambda text: names(text) if text.strip() else [],
+                   help="comma-separated: ring, recursive-doubling, halving-doubling, ps, sharded-ps, mpi, "
+                        "1bit; empty: compute alone")
     p.add_argument("--steps", type=int, default=16, help="timed steps per algorithm")
     p.add_argument("--reps", type=int, default=10, help="ping-pong round trips per size")
     p.add_argument("--codec", default="", help="comma-separated buffer sizes (values) at which to time "
                                                "the 1-bit codec")
-    args = p.parse_args(argv)
+    with usage_errors("course.probe"):
+        args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
-    syncs = [s for s in args.syncs.split(",") if s]
+    syncs = args.syncs
     codec_values = [int(v) for v in args.codec.split(",") if v]
     with mpi_impl.abort_on_error():
         every = comm.gather(steps(comm, args.model, args.width, args.depth, args.batch, syncs, args.steps,

@@ -2,6 +2,7 @@
 compare prints both columns and a plot, and the diagnosis names the right phase."""
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tomllib
@@ -12,6 +13,7 @@ import pytest
 import dpsim
 from dpsim import vocabulary
 from dpsim import compute
+from dpsim.engine import Engine
 from course import calibrate, compare, fit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +57,9 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     assert frag["cluster"]["gpu"]["name"] == "this-cpu"
     assert {"bandwidth_gbs", "latency_us"} <= set(frag["cluster"]["intra"])
     assert 0 < frag["compute"]["efficiency"] <= 1
+    assert 0 < frag["cluster"]["devices_per_node"] <= frag["cluster"]["cpu_cores"]
+    assert frag["cluster"]["shared_memory_messages"] and frag["sync"]["busy_poll"]
+    assert frag["compute"]["codec_gbs"] > 0 and frag["compute"]["kernel_launch_us"] >= 0
     sc = dpsim.load_scenario(profile)                          # the file on its own
     assert sc.model.params == frag["model"]["params"]
     merged = dpsim.load_scenario("cntk-1bit-k80")               # merged into a base scenario
@@ -65,10 +70,9 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     res = dpsim.simulate(data)
     assert res.iteration_time_s > 0 and res.gpus == 4
     side = json.loads(calibrate.sidecar(profile).read_text())
-    probe = fit.summarise([side["probes"]["2"]], "1bit")
-    assert probe["sync_s"]["ring"] > 0 and probe["sync_s"]["1bit"] > 0 and len(probe["compute_s"]) == 2
-    assert probe["block"] == "1bit" and probe["codec_s"] > 0 and probe["steps"] == 16
-    assert set(side["probes"]) == {"1", "2", "4"}
+    assert set(side["probes"]) == {"1", "2", "4"} and all(len(v) == calibrate.ROUNDS for v in side["probes"].values())
+    two = side["probes"]["2"][0]
+    assert len(two["onebit_s"]) == 2 and two["onebit_s"][0] > two["codec_s"][0] > 0
 
 
 def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
@@ -78,30 +82,38 @@ def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
                       cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     head = done.stdout.splitlines()[0]
-    assert "predicted" in head and "measured" in head
-    assert "2 ranks 1bit" in done.stdout and "median absolute error" in done.stdout
+    assert "iteration ms" in head and "speed-up" in head
+    assert "2 ranks 1bit" in done.stdout and "median |error| of the iteration time" in done.stdout
     assert "[9/9] 2 ranks 1bit" in done.stderr                 # progress: 3 runs of each
-    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    result = json.loads((tmp_path / "c.json").read_text())
+    rows = result["rows"]
     assert [(r["ranks"], r["sync"], r["compress"]) for r in rows] == [
         (1, "ring", "none"), (2, "ring", "none"), (2, "ring", "1bit")]
+    base = statistics.median(x["measured_samples_per_s"] for x in rows[0]["runs"])
     for r in rows:
-        assert r["predicted_iteration_s"] > 0 and r["measured_iteration_s"] > 0
-        assert len(r["runs"]) == 3 and r["probe"]["probes"] == 2
-        shown = sorted(x["error"] for x in r["runs"])[1]        # the run with the median error
-        assert r["error"] == shown == r["predicted_iteration_s"] / r["measured_iteration_s"] - 1
+        times = [x["measured_iteration_s"] for x in r["runs"]]
+        assert len(times) == 3 and r["measured_iteration_s"] == statistics.median(times)
+        assert r["error"] == pytest.approx(r["predicted_iteration_s"] / r["measured_iteration_s"] - 1)
+        assert r["measured_speedup"] == pytest.approx(r["measured_samples_per_s"] / base)
+        assert r["probe"] is None                               # no --probe: nothing re-measured
+    assert rows[0]["predicted_speedup"] == 1.0
+    assert result["median_abs_speedup_error"] == pytest.approx(
+        statistics.median(abs(r["speedup_error"]) for r in rows[1:]))
     png = (tmp_path / "c.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
-def test_compare_without_probes_predicts_from_the_profile(profile, tmp_path):
+def test_compare_with_probe_says_which_part_moved(profile, tmp_path):
     done = run_course("compare", "--profile", str(profile), "--ranks", "2", "--sync", "ps",
                       "--compress", "none", "--width", "64", "--depth", "1", "--batch", "16",
-                      "--samples", "640", "--epochs", "2", "--repeats", "1", "--no-probe", "--json", "c.json",
+                      "--samples", "640", "--epochs", "2", "--repeats", "1", "--probe", "--json", "c.json",
                       cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "predicted from the profile" in done.stdout
-    row = json.loads((tmp_path / "c.json").read_text())["rows"][0]
-    assert row["predicted_from"] == "the profile" and row["probe"] is None and len(row["runs"]) == 1
+    result = json.loads((tmp_path / "c.json").read_text())
+    row = result["rows"][0]
+    assert result["predicted_from"] == "the profile" and len(row["runs"]) == 1
+    assert row["probe"]["moved"] in ("compute", "update", "sync") and row["probe"]["probe_s"]["sync"] > 0
 
 
 def test_compare_refuses_a_profile_of_another_model(profile, tmp_path):
@@ -137,16 +149,16 @@ def test_measured_phases_are_the_breakdown_parts_and_other():
 def test_oversubscribed_ranks_run_slower_in_the_scenario():
     prof = {"cluster": {"gpu": {"fp32_tflops": 0.3, "mem_bw_gbs": 20.0},
                         "intra": {"bandwidth_gbs": 5.0, "latency_us": 1.0},
-                        "host_link": {"bandwidth_gbs": 5.0, "latency_us": 1.0}, "cpu_cores": 2},
+                        "host_link": {"bandwidth_gbs": 5.0, "latency_us": 1.0}, "cpu_cores": 2,
+                        "devices_per_node": 2.0},
             "model": {"params": 100000, "flops_per_sample": 6e5, "layers": 2},
             "compute": {"kernel_launch_us": 10.0}}
     two = compare.scenario_for(prof, 2, "ring", "none")
     four = compare.scenario_for(prof, 4, "mpi", "1bit")
-    assert "gpu_speed" not in two["cluster"]
-    assert four["cluster"]["gpu_speed"] == [0.5] * 4
     assert four["sync"]["strategy"] == "mpi" and four["sync"]["compression"] == "1bit"
-    assert four["compute"]["kernel_launch_us"] == 20.0
-    assert dpsim.simulate(four).breakdown_s["compute"] > dpsim.simulate(two).breakdown_s["compute"]
+    assert four["cluster"]["gpus_per_node"] == 4 and four["cluster"]["devices_per_node"] == 2.0
+    c2, c4 = (dpsim.simulate(d).breakdown_s["compute"] for d in (two, four))
+    assert c4 == pytest.approx(2 * c2, rel=0.01)                 # 4 ranks on 2 cores: half speed each
 
 
 # ------------------------------------------------------------------ probes onto dpsim
@@ -182,53 +194,66 @@ def test_summarise_pools_the_steps_of_several_probes():
     assert s["steps"] == 6 and s["one_way_s"] == a["one_way_s"]          # the best ping-pong
 
 
-@pytest.mark.parametrize("ranks, compress, syncs", [
-    (1, "none", {}), (2, "none", {"ring": 3e-3}), (4, "1bit", {"ring": 9e-3, "1bit": 30e-3})])
-def test_the_scenario_from_a_probe_reproduces_the_probed_parts(ranks, compress, syncs):
-    """dpsim, given a probe's figures, takes as long as the parts the probe timed: compute
-    (with scale and load), the sync (ring, or 1-bit where compressed) and the update."""
-    s = fit.summarise([fake_probe(ranks, 7e-3, syncs)], fit.block_for(ranks, compress))
-    d = compare.scenario_for(PROF, ranks, "ring", compress, probe=s)
-    res = dpsim.simulate(d)
-    sync = syncs.get(compress if compress == "1bit" else "ring", 0.0)
-    compute = 7e-3 + (1e-3 if compress == "1bit" else 0.0)           # the 1bit block's own rhythm
-    assert res.sync_time_s == pytest.approx(sync, rel=0.01, abs=1e-9)
-    assert res.iteration_time_s == pytest.approx(compute + 1e-4 + 2e-4 + sync + 1.5e-3, rel=0.01)
-    assert len(set(d["cluster"]["gpu_speed"])) == 1
-
-
-def test_ps_is_predicted_from_the_link_fitted_to_the_ring():
-    """ps is never probed: dpsim predicts it from the link that reproduces the ring; on
-    2 ranks both send the gradient once each way, so they cost about the same."""
-    s = fit.summarise([fake_probe(2, 7e-3, {"ring": 3e-3})])
-    ps = dpsim.simulate(compare.scenario_for(PROF, 2, "ps", "none", probe=s)).sync_time_s
-    four = fit.summarise([fake_probe(4, 7e-3, {"ring": 3e-3})])
-    ps4 = dpsim.simulate(compare.scenario_for(PROF, 4, "ps", "none", probe=four)).sync_time_s
-    assert 2e-3 < ps < 6e-3
-    assert ps4 > 1.3 * ps and ps4 > 1.3 * 3e-3                      # ps grows with ranks, the ring less
-
-
 def test_configurations_run_1bit_once_per_rank_count():
     configs = compare.configurations([1, 2, 4], ["ring", "ps"], ["none", "1bit"])
     assert configs == [(1, "ring", "none"), (2, "ring", "none"), (2, "ring", "1bit"), (2, "ps", "none"),
                        (4, "ring", "none"), (4, "ring", "1bit"), (4, "ps", "none")]
 
 
-def test_schedule_puts_a_probe_of_the_same_rank_count_around_every_run():
+def test_schedule_runs_round_after_round_with_a_probe_before_each_run():
     configs = compare.configurations([1, 2, 4], ["ring", "ps"], ["none", "1bit"])
-    items = compare.schedule(configs, repeats=2)
-    runs = [k for k, it in enumerate(items) if it[0] == "run"]
-    assert [items[k][1] for k in runs] == configs * 2                  # round after round
-    for k in runs:
-        n = items[k][1][0]
-        for side in (items[k - 1], items[k + 1]):
-            assert side[0] == "probe" and side[1] == n
-            assert ("1bit" in side[2]) == (n > 1)                      # 1bit runs at 2 and 4 ranks
-    assert len(items) == 2 * (7 + 7 + 3)                # a probe before every run, and after each rank count
-    assert compare.schedule(configs, 1, probe=False) == [("run", c) for c in configs]
+    assert compare.schedule(configs, 2) == [("run", c) for c in configs] * 2
+    items = compare.schedule(configs, repeats=2, probe=True)
+    assert [it[1] for it in items if it[0] == "run"] == configs * 2
+    for k, it in enumerate(items):
+        if it[0] == "run":
+            n, sync, comp = it[1]
+            assert items[k - 1] == ("probe", n, () if n == 1 else ("1bit" if comp == "1bit" else sync,))
 
 
-def test_median_run_is_the_middle_error():
-    runs = [{"error": e} for e in (0.3, -0.2, 0.05)]
-    assert compare.median_run(runs)["error"] == 0.05
-    assert compare.median_run(runs[:2])["error"] == -0.2
+def test_median_run_is_the_middle_iteration_time():
+    runs = [{"iteration_time_s": t} for t in (0.3, 0.1, 0.2)]
+    assert compare.median_run(runs)["iteration_time_s"] == 0.2
+    assert compare.median_run(runs[:2])["iteration_time_s"] == 0.1
+
+
+# ------------------------------------------------------------------ the fits recover known figures
+
+def test_fit_capacity_recovers_the_devices_worth():
+    # 2 ranks at 1.6 cores' worth each take 2 / 1.6 of one rank's time; 3 of 8 cores at full speed
+    assert fit.fit_capacity(0.010, [0.0125, 0.0125], 2) == pytest.approx(1.6)
+    assert fit.fit_capacity(0.010, [0.010] * 3, 8) == pytest.approx(8.0)
+    assert fit.fit_capacity(0.010, [0.005, 0.005], 2) == 2.0                # never more than N
+
+
+def test_fit_timeslice_recovers_the_slice():
+    # 4 busy-polling ranks on 2 devices: a message waits (1 - 1/2) x 3 ms / 2 = 0.75 ms more
+    assert fit.fit_timeslice(5e-6, 5e-6 + 0.75e-3, 4, 2.0) == pytest.approx(3e-3)
+
+
+@pytest.mark.parametrize("launch_us, gbs", [(12.0, 2.5), (0.0, 8.0)])
+def test_fit_codec_recovers_launch_and_bandwidth_from_dpsims_own_kernels(launch_us, gbs):
+    values, seconds = [1_000_000, 125_000], []
+    for v in values:                                      # what dpsim's 1-bit kernels cost on 2 ranks
+        data = {"cluster": {"gpus_per_node": 2, "gpus_per_pcie_switch": 2},
+                "model": {"params": v, "flops_per_sample": 1.0},
+                "compute": {"kernel_launch_us": launch_us, "codec_gbs": gbs},
+                "sync": {"strategy": "ring", "compression": "1bit", "bucket_mib": 0}}
+        eng = Engine(dpsim.load_scenario(data))
+        eng.sync_alone()
+        seconds.append(eng.machine.codec_s)
+    got = fit.fit_codec(values, seconds, 2)
+    assert got == pytest.approx((launch_us, gbs), rel=1e-6, abs=1e-6)
+
+
+def test_fit_latency_recovers_the_latency_of_a_simulated_ring():
+    d = compare.scenario_for(PROF, 2, "ring", "none")
+    for key in ("intra", "host_link"):
+        d["cluster"][key] = dict(d["cluster"][key], latency_us=123.0)
+    ring_s = dpsim.simulate(d).sync_time_s
+    assert fit.fit_latency(compare.scenario_for(PROF, 2, "ring", "none"), ring_s) == pytest.approx(123.0, rel=1e-6)
+
+
+def test_straggler_is_the_slowest_minus_the_mean_per_step():
+    probe = {"blocks": {"ring": {"steps_s": {"compute": [[1.0, 2.0], [3.0, 2.0]]}}}}
+    assert fit.straggler_s(probe, "ring") == pytest.approx((1.0 + 0.0) / 2)
