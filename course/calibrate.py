@@ -7,26 +7,30 @@ describes it; `course compare` predicts every configuration from it, without mea
 Each cost is measured the way the training loop exercises it (mpi_impl's own model, loop
 code and codec) and becomes one scenario key (the fits are in course/fit.py):
 
-  compute      forward + loss + backward at batches 16..128, one process. dpsim's
+  compute      forward + loss + backward at batches 16..128, one process (at the run's batch
+               also in each 1-rank probe: the median of those moments). dpsim's
                t(b) = F (b + b_half) / (P e_max) is a line in b: e_max = F / (P k),
                b_half = a / k, P the FLOP/s of a large matmul.  -> compute.efficiency, half_batch
   update       the momentum SGD step: 20 bytes per parameter      -> cluster.gpu.mem_bw_gbs
+  memory bus   the update of 2 ranks at once (the sharing probe)  -> cluster.node_mem_bw_gbs
+  jitter       2 ranks computing side by side: the slower one's excess -> compute.jitter
   overheads    dividing the sum by N and taking a batch: mpi_impl does both every step, dpsim
                models neither                                      -> compute.overhead_ms
   sharing      the same loop on N = devices ranks at once, each step ending in a ring sync as in
                training (ranks that wait for it spin): how much compute N processes really
                get (two vCPUs may give 1.8 cores' worth)
                                                                    -> cluster.devices_per_node
-  link         ping-pong between 2 ranks over shared memory: bandwidth from the slope over
-               64 KiB..4 MiB, latency the mean one-way time of 8 bytes; each of dpsim's two
-               hops (up to the switch and down) gets half   -> cluster.intra, host_link
+  link         ping-pong between 2 ranks over shared memory: bandwidth from the best time of
+               4 MiB                                               -> cluster.intra, host_link
+  loop latency the 2-rank ring sync of the sharing probe, its wait for the slower rank taken
+               out: the latency per hop that makes dpsim's ring take as long (a message in
+               the loop's rhythm costs far more than in a ping-pong)
+                                          -> the links' latency_us, sync.message_overhead_us
   scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
                rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
-  1-bit codec  OneBitAllreduce's encode/decode seconds on 2 ranks at two buffer sizes: a cost
-               per call and per byte of dpsim's quantise/decode kernels
-                                                         -> compute.kernel_launch_us, codec_gbs
-  messages     1-bit sends signs and scales as two MPI calls where dpsim counts one message:
-               the second call's latency                 -> sync.message_overhead_us
+  1-bit codec  OneBitAllreduce's seconds on 2 ranks at two buffer sizes, less what dpsim's link
+               model says its messages take: a cost per call and per byte of dpsim's
+               quantise/decode kernels               -> compute.kernel_launch_us, codec_gbs
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
 
 The raw timings go to a JSON file beside the TOML (profile.measured.json). With --device gpu
@@ -50,7 +54,7 @@ from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
 BATCHES = (16, 32, 64, 128)
-ROUNDS = 3                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
+ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
 
 
 def cores():
@@ -159,6 +163,18 @@ def per_round(m, n, figure):
     return float(np.median([figure(p, one) for p, one in zip(m["probes"][str(n)], m["probes"]["1"])]))
 
 
+def loop_figures(m):
+    """([(batch, forward+backward seconds)], update seconds) as the fits take them. The
+    machine's speed drifts from minute to minute, so the figures at the run's batch are the
+    median of four moments (the batch sweep and the 1-rank probes of every round), and the
+    sweep is scaled to that (a drift is a speed factor on every batch)."""
+    probes_1 = [summarise([p]) for p in m["probes"]["1"]]
+    sweep = {int(b): t for b, t in m["compute_s"]}
+    at_batch = statistics.median([sweep[m["batch"]]] + [float(np.mean(p["compute_s"])) for p in probes_1])
+    update_s = statistics.median([m["update_s"]] + [p["update_s"] for p in probes_1])
+    return [(b, t * at_batch / sweep[m["batch"]]) for b, t in sweep.items()], update_s
+
+
 def compute_step(probe):
     return float(np.mean(summarise([probe])["compute_s"]))
 
@@ -167,7 +183,8 @@ def profile_dict(m):
     """The dpsim scenario fragment (a dict with the TOML's keys) from measurements."""
     cpu = m.get("device", "cpu") == "cpu"
     peak = m["peak_flops"]
-    e_max, b_half = fit_compute(m["compute_s"], m["model"]["flops_per_sample"], peak, anchor=m["batch"])
+    points, update_s = loop_figures(m)
+    e_max, b_half = fit_compute(points, m["model"]["flops_per_sample"], peak, anchor=m["batch"])
     if e_max > 1:                     # the loop beats a single matmul: count that rate as the peak
         peak, e_max = peak * e_max, 1.0
     n = m["sharing_ranks"]
@@ -180,7 +197,11 @@ def profile_dict(m):
     link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat * 1e6 / 2, 3),
             "kind": "pcie", "name": "shared-memory" if cpu else "host-staged",
             "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
-    mem_bw = 20 * m["model"]["params"] / m["update_s"] / 1e9
+    mem_bw = 20 * m["model"]["params"] / update_s / 1e9
+    node_bw = per_round(m, 2, lambda p, _: fit.fit_memory(summarise([p])["update_s"], m["model"]["params"], 2, capacity))
+    # Ranks computing side by side do not finish together: the 2-rank probe's wait for the
+    # slower one, as the spread of each rank's compute per step (course/fit.py: fit_jitter).
+    jitter = per_round(m, 2, lambda p, _: fit.fit_jitter(fit.straggler_s(p, "ring"), compute_step(p)))
     prof = {
         "name": "this-machine",
         "description": "this computer, calibrated with python -m course calibrate; a 'GPU' is "
@@ -192,10 +213,11 @@ def profile_dict(m):
             "intra": link, "host_link": dict(link), "cpu_cores": m["cores"],
             "host_mem_bw_gbs": round(m["copy_gbs"], 3),
             "devices_per_node": round(capacity, 3),
+            "node_mem_bw_gbs": round(node_bw, 4),
             "shared_memory_messages": cpu,
         },
         "model": {k: m["model"][k] for k in ("params", "flops_per_sample", "layers")},
-        "compute": {"efficiency": round(e_max, 6), "half_batch": round(b_half, 3),
+        "compute": {"efficiency": round(e_max, 6), "half_batch": round(b_half, 3), "jitter": round(jitter, 4),
                     "overhead_ms": round((m["scale_s"] + m["load_s"]) * 1e3, 4)},
         "training": {"batch_per_gpu": m["batch"]},
         "data": {"source": "synthetic"},
@@ -274,12 +296,18 @@ def calibrate(out="profile.toml", **kw):
 def summary(prof, m):
     c, cl, g, link = prof["compute"], prof["cluster"], prof["cluster"]["gpu"], prof["cluster"]["intra"]
     unit = "cores" if m.get("device", "cpu") == "cpu" else "GPUs"
+    points, update_s = loop_figures(m)
     lines = [f"model {m['model']['name']} width {m['model']['width']} depth {m['model']['depth']}: "
              f"{m['model']['params']:,} parameters, {m['model']['flops_per_sample']:,} FLOPs per sample (fwd+bwd)",
              f"  peak (matmul)   {g['fp32_tflops'] * 1e3:8.2f} GFLOP/s per device; {m['devices']} {unit}",
-             *(f"  batch {b:4d}      {t * 1e3:8.3f} ms forward+backward" for b, t in m["compute_s"]),
-             f"  fit             e_max {c['efficiency']:.3f}, half_batch {c['half_batch']:.2f}",
-             f"  SGD update      {m['update_s'] * 1e3:8.3f} ms -> mem_bw_gbs {g['mem_bw_gbs']:.2f}",
+             *(f"  batch {b:4d}      {t * 1e3:8.3f} ms forward+backward" for b, t in points),
+             f"  fit             e_max {c['efficiency']:.3f}, half_batch {c['half_batch']:.2f} (batch {m['batch']}: "
+             f"the median of the sweep and {len(m['probes']['1'])} probes, the sweep scaled to it)",
+             f"  SGD update      {update_s * 1e3:8.3f} ms -> mem_bw_gbs {g['mem_bw_gbs']:.2f}",
+             f"  memory bus      2 ranks updating at once share {cl['node_mem_bw_gbs']:.1f} GB/s "
+             f"(one alone: {g['mem_bw_gbs']:.1f}) -> node_mem_bw_gbs",
+             f"  2 ranks         the slower computes {c['jitter'] / np.sqrt(np.pi):.1%} longer than the mean "
+             f"-> compute.jitter {c['jitter']:.3f}",
              f"  gradient / N    {m['scale_s'] * 1e3:8.3f} ms  + take a batch {m['load_s'] * 1e3:.3f} ms "
              f"-> compute.overhead_ms",
              f"  array copy      {m['copy_gbs']:8.2f} GB/s -> host_mem_bw_gbs",

@@ -52,7 +52,7 @@ def scenario_for(prof, ranks, sync, compress, batch=None):
              compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False)
     d.setdefault("data", {})["source"] = "synthetic"
     t = d.setdefault("training", {})
-    t.update(iterations=4, warmup_iterations=1)
+    t.update(iterations=40, warmup_iterations=1)     # enough draws of compute.jitter for a stable mean
     if batch:
         t["batch_per_gpu"] = batch
     return d

@@ -9,8 +9,14 @@ primitive, and its model composes the primitives into every configuration.
   fit_latency    a message's cost inside the loop's rhythm: the latency that makes dpsim's
                  2-rank ring take the ring sync of calibrate's probe (its wait for a slower
                  rank taken out, as mpi_impl.train reports it apart)  -> a link's latency_us
+  fit_jitter     the mean wait of 2 ranks for the slower one's compute, against the compute:
+                 two draws of a Gaussian of std s differ from their mean by s / sqrt(pi)
+                                                                     -> compute.jitter
   fit_capacity   N ranks computing at once, each t_N per step, against one alone (t_1): the
                  devices' worth they get, N t_1 / t_N (dpsim.sharing) -> cluster.devices_per_node
+  fit_memory     the update of 2 ranks at once against dpsim's, 20 bytes per parameter at
+                 the node's memory bandwidth shared by the busy devices (dpsim.sharing)
+                                                                     -> cluster.node_mem_bw_gbs
   fit_timeslice  the extra one-way time of busy-polling ranks that outnumber the devices,
                  (1 - C/N) x slice / 2 (dpsim.sharing)               -> cluster.timeslice_us
   fit_codec      the 1-bit codec's seconds at two buffer sizes against dpsim's kernels
@@ -19,6 +25,7 @@ primitive, and its model composes the primitives into every configuration.
 import numpy as np
 
 from dpsim import sharing
+from dpsim.compute import UPDATE_BYTES_PER_PARAM
 from dpsim.strategies import onebit
 
 
@@ -70,6 +77,13 @@ def straggler_s(probe, block):
     return float(np.mean(c.max(axis=0) - c.mean(axis=0)))
 
 
+def fit_jitter(wait_s, compute_s):
+    """compute.jitter (dpsim draws each rank's compute as t (1 + jitter z), z ~ N(0, 1), every
+    iteration) from 2 ranks: the slower of two draws exceeds their mean by E|z1 - z2| / 2 =
+    1 / sqrt(pi) standard deviations, so jitter = sqrt(pi) x wait / compute."""
+    return float(np.sqrt(np.pi) * max(wait_s, 0.0) / compute_s)
+
+
 def fit_capacity(alone_s, together_s, devices):
     """Devices' worth that N ranks computing at once get: each rank's step takes
     together_s[r] where one rank alone takes alone_s. N ranks on C devices run each at C/N
@@ -78,6 +92,15 @@ def fit_capacity(alone_s, together_s, devices):
     n = len(together_s)
     worth = min(n, n * alone_s / float(np.mean(together_s)))
     return worth * devices / n if n < devices else worth
+
+
+def fit_memory(update_s, params, ranks, capacity):
+    """cluster.node_mem_bw_gbs from the update seconds of `ranks` ranks updating at once on
+    `capacity` devices' worth: each busy device got 20 bytes x params / update_s of it (its
+    time-slicing, dpsim.sharing.rank_factors, taken out), the node all of them together."""
+    slowest = sharing.ranks_per_device(ranks, capacity)
+    busy = min(ranks, int(np.ceil(capacity)))
+    return float(busy * params * UPDATE_BYTES_PER_PARAM * slowest / update_s / 1e9)
 
 
 def fit_timeslice(alone_one_way_s, crowded_one_way_s, ranks, capacity):

@@ -56,6 +56,11 @@ class ClusterConfig:
                                     "processes at 1.8x one); 0 = one per rank")
     shared_memory_messages: bool = _spec(False, doc="messages inside a node are memory copies made by the "
                                          "ranks' own devices (MPI between CPU processes)")
+    # Memory bandwidth the node's devices share: CPU cores have one memory bus, so two ranks
+    # updating at once each get less than one alone (dpsim.sharing.memory_bw). 0: every device
+    # has its own memory, as every GPU does. course calibrate measures it on 2 ranks.
+    node_mem_bw_gbs: float = _spec(0.0, nonneg=True, doc="memory bandwidth the node's devices share "
+                                   "(CPU cores); 0 = each device its own (GPUs)")
     # How long a runnable process may wait for a core it does not have: Linux's base time slice
     # (EEVDF scheduler, Linux 6.6 on: 0.75 ms x (1 + log2 of the CPUs, counted up to 8), so
     # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
@@ -171,6 +176,13 @@ class Scenario:
         """Per GPU (rank) of the cluster, how much slower its device work runs (dpsim.sharing)."""
         c = self.cluster
         return sharing.rank_factors(c.gpus_per_node, c.devices_per_node) * c.nodes
+
+    @property
+    def memory_bw_gbs(self) -> float:
+        """The memory bandwidth a rank's memory-bound kernels (update, reductions) get: its
+        device's, or its part of the node's when the devices share one (dpsim.sharing)."""
+        c = self.cluster
+        return sharing.memory_bw(self.gpu_spec().mem_bw_gbs, c.node_mem_bw_gbs, c.gpus_per_node, c.devices_per_node)
 
     @property
     def wakeup_s(self) -> float:

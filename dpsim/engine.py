@@ -67,7 +67,7 @@ class Engine:
         self.cluster = Cluster(c.nodes, c.gpus_per_node, intra, sc.link_spec("inter"), host_link,
                                c.gpus_per_pcie_switch)
         self.net = Network(self.env, trace)
-        self.machine = Machine(self.env, self.net, self.cluster, sc.gpu_spec().mem_bw_gbs, c.host_mem_bw_gbs, trace,
+        self.machine = Machine(self.env, self.net, self.cluster, sc.memory_bw_gbs, c.host_mem_bw_gbs, trace,
                                s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,
                                sc.sharing, sc.wakeup_s, sc.compute.codec_gbs)
         self.work = workload.build(sc)

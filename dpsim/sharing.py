@@ -27,6 +27,12 @@ average; a step of the sync waits for the worst placed rank:
 
     wait per message = (1 - 1/k_max) x timeslice / 2                 (busy-polling ranks)
 
+Memory-bound kernels (the update, the reductions) also share the node's memory bus when
+the devices have one (`cluster.node_mem_bw_gbs`: CPU cores). The ranks of a synchronous
+step update at the same moment, so each of the busy devices gets an equal part of it:
+
+    bandwidth of a rank = min(its device's, node's / busy)
+
 Yielding ranks (a GPU shared by ranks that wait on their own CPU cores) pay no such wait.
 dpsim.analytic.shared_ring writes the ring all-reduce under all of it; tests hold the engine to it.
 """
@@ -55,3 +61,12 @@ def wakeup_s(ranks: int, devices: float, timeslice_s: float) -> float:
     slots = math.ceil(devices)
     k = -(-ranks // slots)
     return (1 - 1 / k) * timeslice_s / 2
+
+
+def memory_bw(device_gbs: float, node_gbs: float, ranks: int, devices: float) -> float:
+    """A rank's memory bandwidth when `busy` devices run memory-bound kernels at once
+    (node_gbs = 0: each device has its own memory)."""
+    if not node_gbs:
+        return device_gbs
+    busy = min(ranks, math.ceil(devices)) if devices else ranks
+    return min(device_gbs, node_gbs / busy)

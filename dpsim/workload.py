@@ -84,5 +84,5 @@ def build(sc) -> Workload:
     buckets = make_buckets(grads, model.backward_flops_fraction(), backward_s,
                            sc.sync.bucket_mib * MIB)
     inp, out = input_output_bytes(sc.model.preset)
-    return Workload(forward_s, backward_s, compute.update_time_s(model.params, gpu.mem_bw_gbs),
+    return Workload(forward_s, backward_s, compute.update_time_s(model.params, sc.memory_bw_gbs),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

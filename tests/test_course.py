@@ -8,6 +8,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dpsim
@@ -224,6 +225,37 @@ def test_fit_capacity_recovers_the_devices_worth():
     assert fit.fit_capacity(0.010, [0.0125, 0.0125], 2) == pytest.approx(1.6)
     assert fit.fit_capacity(0.010, [0.010] * 3, 8) == pytest.approx(8.0)
     assert fit.fit_capacity(0.010, [0.005, 0.005], 2) == 2.0                # never more than N
+
+
+@pytest.mark.parametrize("jitter", [0.03, 0.1])
+def test_fit_jitter_recovers_the_spread_of_random_draws(jitter):
+    # two ranks, each step's compute drawn independently with a known spread: the mean wait
+    # of the faster for the slower gives that spread back (a sampling oracle, not the formula)
+    t = 0.008 * (1 + jitter * np.random.default_rng(1).standard_normal((2, 200_000)))
+    wait = float(np.mean(t.max(axis=0) - t.mean(axis=0)))
+    assert fit.fit_jitter(wait, 0.008) == pytest.approx(jitter, rel=0.02)
+
+
+def test_dpsim_jitter_makes_the_straggler_wait_fit_jitter_reads():
+    # the other direction, through dpsim's engine: 2 ranks with jitter 0.08 wait, on average
+    # over many iterations, what fit_jitter turns back into about 0.08
+    r = dpsim.simulate("d2l-ps-vs-ring", {"cluster.gpus_per_node": 2, "cluster.gpus_per_pcie_switch": 2,
+                                          "compute.jitter": 0.08, "training.iterations": 400,
+                                          "sync.overlap": False, "sync.bucket_mib": 0.0})
+    compute = r.breakdown_s["compute"]
+    assert fit.fit_jitter(r.breakdown_s["straggler_wait"], compute) == pytest.approx(0.08, rel=0.15)
+
+
+@pytest.mark.parametrize("node_gbs, capacity", [(30.0, 2.0), (30.0, 1.8), (12.0, 2.0)])
+def test_fit_memory_recovers_the_node_bandwidth_from_dpsims_update(node_gbs, capacity):
+    # dpsim's update of 2 ranks on a bus of node_gbs (each device alone: 25 GB/s), read back
+    d = {"cluster": {"nodes": 1, "gpus_per_node": 2, "gpus_per_pcie_switch": 2, "devices_per_node": capacity,
+                     "node_mem_bw_gbs": node_gbs, "gpu": {"fp32_tflops": 0.1, "mem_bw_gbs": 25.0}},
+         "model": {"params": 1_000_000, "flops_per_sample": 1e6, "layers": 2},
+         "training": {"iterations": 2, "warmup_iterations": 1}}
+    update = dpsim.simulate(d).breakdown_s["update"]
+    expected = min(node_gbs, 2 * 25.0)             # above 2 x 25 the bus is not what limits
+    assert fit.fit_memory(update, 1_000_000, 2, capacity) == pytest.approx(expected, rel=1e-6)
 
 
 def test_fit_timeslice_recovers_the_slice():

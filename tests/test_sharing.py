@@ -38,6 +38,21 @@ def test_each_rank_computes_at_its_share_of_a_device(n, devices, factors):
     assert res.breakdown_s["update"] == pytest.approx(8_000_000 * 20 / (V100.mem_bw_gbs * 1e9) * worst, rel=0.01)
 
 
+# (ranks, devices, node GB/s) -> each rank's update bandwidth, written out: the busy devices
+# (at most one per device) split the node's memory bus, never above the device's own 900 GB/s
+MEMORY_BY_HAND = [(2, 2, 1000.0, 500.0), (4, 2, 1000.0, 500.0), (3, 4, 1500.0, 500.0), (1, 1, 1000.0, 900.0),
+                  (2, 2, 0.0, 900.0), (4, 0, 2000.0, 500.0)]
+
+
+@pytest.mark.parametrize("n, devices, node, per_rank", MEMORY_BY_HAND)
+def test_memory_bound_work_shares_the_nodes_memory_bus(n, devices, node, per_rank):
+    data = shared(n, devices)
+    data["cluster"]["node_mem_bw_gbs"] = node
+    res = dpsim.simulate(data)
+    worst = max(sharing.rank_factors(n, devices)) if devices else 1.0
+    assert res.breakdown_s["update"] == pytest.approx(8_000_000 * 20 / (per_rank * 1e9) * worst, rel=0.01)
+
+
 def test_n_ranks_on_c_devices_all_computing_run_at_c_over_n_speed():
     for n, c in [(4, 2), (6, 3), (8, 2), (6, 2)]:
         factors = sharing.rank_factors(n, c)
