@@ -21,7 +21,7 @@ code and codec) and becomes one scenario key (the fits are in course/fit.py):
                get (two vCPUs may give 1.8 cores' worth)
                                                                    -> cluster.devices_per_node
   link         ping-pong between 2 ranks over shared memory: bandwidth from the best time of
-               4 MiB                                               -> cluster.intra, host_link
+               4 MiB, the best round's                             -> cluster.intra, host_link
   loop latency the 2-rank ring sync of the sharing probe, its wait for the slower rank taken
                out: the latency per hop that makes dpsim's ring take as long (a message in
                the loop's rhythm costs far more than in a ping-pong)
@@ -175,6 +175,24 @@ def loop_figures(m):
     return [(b, t * at_batch / sweep[m["batch"]]) for b, t in sweep.items()], update_s
 
 
+def link_gbs(probe):
+    """GB/s of the largest ping-pong message over its extra time above 8 bytes (best of its round trips)."""
+    return probe["sizes_bytes"][-1] / (probe["one_way_s"][-1] - probe["one_way_s"][0]) / 1e9
+
+
+def unsteady(m, ratio=1.3):
+    """Warnings, one line each, where the machine changed while calibrate measured it: the
+    moments of compute (the sweep and the 1-rank probes) further apart than `ratio` (on a
+    quiet 2-core machine they stay within 1.15). The link's rounds vary far more even on a
+    quiet machine (2.6 to 18 GB/s here); its best round is taken, so it has no warning."""
+    sweep = {int(b): t for b, t in m["compute_s"]}[m["batch"]]
+    moments = [sweep] + [compute_step(p) for p in m["probes"]["1"]]
+    if max(moments) / min(moments) > ratio:
+        return [f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
+                f"at different moments"]
+    return []
+
+
 def compute_step(probe):
     return float(np.mean(summarise([probe])["compute_s"]))
 
@@ -190,10 +208,11 @@ def profile_dict(m):
     n = m["sharing_ranks"]
     capacity = per_round(m, n, lambda p, one: fit_capacity(compute_step(one), summarise([p])["compute_s"], m["devices"]))
     # What a message costs: the median one-way time of 8 bytes (scheduling hiccups and all),
-    # and the bandwidth from the best time of the largest size (a slope over a few sizes is
-    # far noisier); each the median of the rounds.
+    # the median of the rounds; the bandwidth from the best time of the largest size (a slope
+    # over a few sizes is far noisier), the best round's: what the link carries when nothing
+    # else crowds the memory bus (its rounds vary by 5x even on a quiet machine here).
     lat = per_round(m, 2, lambda p, _: p["one_way_median_s"][0])
-    bw = per_round(m, 2, lambda p, _: p["sizes_bytes"][-1] / (p["one_way_s"][-1] - p["one_way_s"][0])) / 1e9
+    bw = max(link_gbs(p) for p in m["probes"]["2"])
     link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat * 1e6 / 2, 3),
             "kind": "pcie", "name": "shared-memory" if cpu else "host-staged",
             "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
@@ -323,4 +342,7 @@ def summary(prof, m):
         lines.append(f"  scheduling      {2 * m['sharing_ranks']} busy-polling ranks: a message waits "
                      f"{(crowded - alone) * 1e6:.0f} us more on average -> timeslice_us {cl['timeslice_us']:.0f}")
     lines.append(f"  (medians of {len(m['probes']['1'])} rounds of probes)")
+    for warning in unsteady(m):
+        lines.append(f"warning: the machine changed while calibrating: {warning}; other programs were "
+                     f"running? calibrate again when it is quiet, or the predictions inherit this moment")
     return "\n".join(lines)

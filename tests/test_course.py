@@ -258,6 +258,18 @@ def test_fit_memory_recovers_the_node_bandwidth_from_dpsims_update(node_gbs, cap
     assert fit.fit_memory(update, 1_000_000, 2, capacity) == pytest.approx(expected, rel=1e-6)
 
 
+def test_calibrate_warns_when_the_machine_changed_while_it_measured():
+    def probe(ms):
+        steps = {part: [[0.0] * 4] for part in ("load", "scale", "update")}
+        return {"ranks": 1, "sizes_bytes": [], "one_way_s": [],
+                "blocks": {"none": {"steps_s": {**steps, "compute": [[ms / 1e3] * 4]}, "sync_steps_s": []}}}
+    m = {"batch": 64, "compute_s": [[32, 0.004], [64, 0.007]], "probes": {"1": [probe(7.1), probe(6.9), probe(7.2)]}}
+    assert calibrate.unsteady(m) == []
+    m["probes"]["1"][1] = probe(9.5)                                   # a busy moment: 9.5 / 6.9 > 1.3
+    (warning,) = calibrate.unsteady(m)
+    assert "7.00 to 9.50 ms" in warning
+
+
 def test_fit_timeslice_recovers_the_slice():
     # 4 busy-polling ranks on 2 devices: a message waits (1 - 1/2) x 3 ms / 2 = 0.75 ms more
     assert fit.fit_timeslice(5e-6, 5e-6 + 0.75e-3, 4, 2.0) == pytest.approx(3e-3)
