@@ -270,6 +270,24 @@ def test_calibrate_warns_when_the_machine_changed_while_it_measured():
     assert "7.00 to 9.50 ms" in warning
 
 
+def test_calibrate_measures_again_when_the_machine_changed(monkeypatch, tmp_path):
+    calls, said = [], []
+    def fake_measure(progress=None, **kw):
+        calls.append(kw)
+        return {"n": len(calls)}
+    spread = {1: 2.0, 2: 1.05}                           # the first measurement unsteady, the second not
+    monkeypatch.setattr(calibrate, "measure", fake_measure)
+    monkeypatch.setattr(calibrate, "compute_spread", lambda m: spread[m["n"]])
+    monkeypatch.setattr(calibrate, "unsteady", lambda m: ["moved"] if spread[m["n"]] > 1.3 else [])
+    monkeypatch.setattr(calibrate, "profile_dict", lambda m: {"name": f"measurement {m['n']}"})
+    prof, m = calibrate.calibrate(str(tmp_path / "p.toml"), progress=said.append, model="mlp")
+    assert len(calls) == 2 and m["n"] == 2 and "measuring once more" in said[0]
+    spread[1] = 1.1                                      # steady at once: measured once
+    calls.clear()
+    calibrate.calibrate(str(tmp_path / "p.toml"), model="mlp")
+    assert len(calls) == 1
+
+
 def test_fit_timeslice_recovers_the_slice():
     # 4 busy-polling ranks on 2 devices: a message waits (1 - 1/2) x 3 ms / 2 = 0.75 ms more
     assert fit.fit_timeslice(5e-6, 5e-6 + 0.75e-3, 4, 2.0) == pytest.approx(3e-3)
