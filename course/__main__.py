@@ -11,27 +11,70 @@ import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 
-def ints(text):
-    return [int(x) for x in text.split(",") if x]
+MAX_RANKS = 256        # a typo guard: more ranks than this on one machine is not a study
 
 
-def words(text):
-    return [x for x in text.split(",") if x]
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`python -m course: error: ...`) and exit code 2."""
+
+    def error(self, message):
+        print(f"python -m course: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def at_least(low, high=None):
+    """An argparse type: a whole number in [low, high] (high: a typo guard)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"at most {high:,}, got {value:,}")
+        return value
+    return parse
+
+
+def rank_counts(text):
+    counts = [at_least(1)(x) for x in text.split(",") if x.strip()]
+    if not counts:
+        raise argparse.ArgumentTypeError("give rank counts such as 1,2,4")
+    if max(counts) > MAX_RANKS:
+        raise argparse.ArgumentTypeError(f"{max(counts)} ranks on one machine: at most {MAX_RANKS}")
+    return sorted(set(counts))
+
+
+def names(allowed, what):
+    def parse(text):
+        from dpsim.vocabulary import unknown_algorithm
+        chosen = [x.strip() for x in text.split(",") if x.strip()]
+        for name in chosen:
+            if name not in allowed:
+                message = unknown_algorithm(name, allowed) if what == "algorithm" else \
+                    f"unknown {what} {name!r}; choose one of: {', '.join(allowed)}"
+                raise argparse.ArgumentTypeError(message)
+        if not chosen:
+            raise argparse.ArgumentTypeError(f"give at least one of: {', '.join(allowed)}")
+        return list(dict.fromkeys(chosen))
+    return parse
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m course")
+    from course.compare import COMPRESSIONS, SYNCS
+    p = Parser(prog="python -m course")
     sub = p.add_subparsers(dest="command", required=True)
     cal = sub.add_parser("calibrate", help="measure this machine, write a dpsim scenario fragment")
     cal.add_argument("-o", "--output", default="profile.toml")
     cmp_ = sub.add_parser("compare", help="run mpi_impl.train and dpsim side by side")
-    cmp_.add_argument("--ranks", type=ints, default=[1, 2, 4])
-    cmp_.add_argument("--sync", type=words, default=["ring", "ps"])
-    cmp_.add_argument("--compress", type=words, default=["none", "1bit"])
+    cmp_.add_argument("--ranks", type=rank_counts, default=[1, 2, 4])
+    cmp_.add_argument("--sync", type=names(SYNCS, "algorithm"), default=["ring", "ps"])
+    cmp_.add_argument("--compress", type=names(COMPRESSIONS, "compression"), default=["none", "1bit"])
     cmp_.add_argument("--profile", help="from calibrate (default: calibrate now into a temporary file)")
-    cmp_.add_argument("--samples", type=int, default=8192, help="training samples per epoch (all ranks)")
-    cmp_.add_argument("--epochs", type=int, default=3, help="the first epoch is not measured")
-    cmp_.add_argument("--repeats", type=int, default=3,
+    cmp_.add_argument("--samples", type=at_least(1, 10_000_000), default=8192, help="training samples per epoch (all ranks)")
+    cmp_.add_argument("--epochs", type=at_least(2, 1000), default=3, help="the first epoch is not measured")
+    cmp_.add_argument("--repeats", type=at_least(1, 100), default=3,
                       help="runs of each configuration, in rounds (default 3); a row shows their median")
     cmp_.add_argument("--probe", action="store_true",
                       help="probe the parts of a step right before each run, to say which part moved "
@@ -41,14 +84,15 @@ def main(argv=None):
     cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time, and speed-up against ranks")
     for sp in (cal, cmp_):
         sp.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-        sp.add_argument("--width", type=int, default=1024)
-        sp.add_argument("--depth", type=int, default=2)
-        sp.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+        sp.add_argument("--width", type=at_least(1, 16384), default=1024)
+        sp.add_argument("--depth", type=at_least(1, 64), default=2)
+        sp.add_argument("--batch", type=at_least(1, 65536), default=64, help="samples per rank per step")
         sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CuPy arrays, ranks sharing the GPUs (mpi_impl.train --device gpu)")
     args = p.parse_args(argv)
-    if args.command == "compare" and args.repeats < 1:
-        p.error("--repeats must be at least 1")
+    problem = check_before_work(args)
+    if problem:
+        p.error(problem)
     if args.device == "gpu":
         try:
             import cupy  # noqa: F401
@@ -65,17 +109,12 @@ def main(argv=None):
         print(f"wrote {args.output} (dpsim scenario fragment) and {calibrate.sidecar(args.output)}")
         return 0
     if args.profile:
-        prof, measured = compare.load_profile(args.profile)
+        prof, measured = compare.load_profile(args.profile)      # checked by check_before_work
     else:
         print("no --profile: calibrating first", file=sys.stderr)
         scratch = tempfile.mkdtemp(prefix="course-")                # never a fixed name in /tmp
         prof, measured = calibrate.calibrate(str(Path(scratch) / "profile.toml"), **net, **device,
                                              progress=lambda text: print(text, file=sys.stderr))
-    want = {"name": args.model, "width": args.width, "depth": args.depth}
-    if measured and {k: measured["model"].get(k) for k in want} != want:
-        print(f"error: the profile was calibrated for {measured['model']}, not {want}; "
-              f"run calibrate with the same --model/--width/--depth", file=sys.stderr)
-        return 2
     result = compare.compare(prof, args.ranks, args.sync, args.compress, samples=args.samples,
                              epochs=args.epochs, repeats=args.repeats, probe=args.probe,
                              progress=lambda s: print(s, file=sys.stderr), **net, **device)
@@ -86,6 +125,30 @@ def main(argv=None):
         compare.plot(result, args.plot)
         print(f"plot: {args.plot}")
     return 0
+
+
+def check_before_work(args):
+    """Everything that can be wrong with the arguments, found before anything is measured: one
+    line, or None. Output paths can be written as given; a profile reads, is a scenario dpsim
+    accepts, and was calibrated for this model; the samples fill a step of the most ranks."""
+    from dpsim.errors import ScenarioError, check_output_path
+    from course import compare
+    try:
+        if args.command == "calibrate":
+            check_output_path(args.output, "-o")
+            return None
+        if args.json:
+            check_output_path(args.json, "--json")
+        if args.plot:
+            check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
+    except ScenarioError as error:
+        return str(error)
+    step = max(args.ranks) * args.batch
+    if args.samples < step:
+        return f"--samples {args.samples} is less than one step of {max(args.ranks)} ranks x --batch {args.batch}"
+    if args.profile:
+        return compare.profile_problem(args.profile, dict(model=args.model, width=args.width, depth=args.depth))
+    return None
 
 
 if __name__ == "__main__":

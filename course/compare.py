@@ -35,8 +35,12 @@ import tomllib
 from pathlib import Path
 
 from course import fit, launch
-from dpsim.vocabulary import BREAKDOWN, OTHER
+from dpsim.vocabulary import ALGORITHMS, BREAKDOWN, OTHER
 
+# The algorithms both halves have: dpsim does not simulate nccl, mpi_impl does not run
+# hierarchical or dataparallel (dpsim.vocabulary.ALGORITHMS says which half has what).
+SYNCS = tuple(name for name in ALGORITHMS if name not in ("nccl", "hierarchical", "dataparallel"))
+COMPRESSIONS = ("none", "1bit")
 PHASES = BREAKDOWN + (OTHER,)          # the measured side's parts; the predicted side's other is 0
 THRESHOLD = 0.15
 
@@ -322,6 +326,45 @@ def plot(result, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def profile_problem(path, net):
+    """One line saying what is wrong with the profile at `path` for the model `net` ({model,
+    width, depth}), or None: it reads as TOML, dpsim accepts it, and it was calibrated for this
+    model (by its sidecar's record, or else by its parameter count)."""
+    from dpsim import load_scenario
+    from dpsim.errors import ScenarioError
+    where = Path(path)
+    if not where.is_file():
+        return f"--profile {path}: " + ("not a regular file" if where.exists() else "no such file")
+    try:
+        prof, measured = load_profile(path)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as error:
+        return f"--profile {path}: not a profile written by calibrate ({str(error).splitlines()[0]})"
+    try:
+        load_scenario(scenario_for(prof, 2, "ring", "none"))
+    except ScenarioError as error:
+        return f"--profile {path}: {error}"
+    if measured:
+        had = {k: measured.get("model", {}).get(k) for k in ("name", "width", "depth")}
+        want = {"name": net["model"], "width": net["width"], "depth": net["depth"]}
+        if had != want:
+            return (f"--profile {path} was calibrated for {had}, not {want}; run calibrate with the "
+                    f"same --model/--width/--depth")
+        return None
+    params, has = model_params(**net), prof.get("model", {}).get("params")
+    if has != params:
+        return (f"--profile {path} describes a model of {has} parameters; "
+                f"--model {net['model']} --width {net['width']} --depth {net['depth']} has {params:,} "
+                f"(its sidecar {Path(path).with_suffix('.measured.json').name} is missing)")
+    return None
+
+
+def model_params(model, width, depth):
+    """Parameters of mpi_impl's network as compare runs it (synthetic data)."""
+    from mpi_impl import data, nets
+    train, _ = data.load("synthetic", samples=64)
+    return nets.build(model, train.shape, train.classes, width, depth).num_params
 
 
 def load_profile(path):
