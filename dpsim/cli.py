@@ -37,6 +37,8 @@ def cmd_list(args):
 def cmd_show(args):
     sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
     print(f"# {sc.name}\n# {sc.description.strip()}\n# source: {sc.source.strip()}")
+    for note in config.notes(sc):
+        print(f"# note: {note}")
     for section in config.SECTIONS:
         print(f"\n[{section}]")
         for key, value in getattr(sc, section).__dict__.items():
@@ -83,6 +85,8 @@ def cmd_run(args):
         print()
     else:
         print_result(sc, res)
+        for note in config.notes(sc):
+            print(f"  note: {note}")
         print("  diagnosis:")
         for line in verdict.text.splitlines():
             print(f"    {line}")

@@ -33,3 +33,16 @@ def compute_time_s(flops_per_sample: float, batch: int, peak_tflops: float,
 
 def update_time_s(params: int, mem_bw_gbs: float) -> float:
     return params * UPDATE_BYTES_PER_PARAM / (mem_bw_gbs * 1e9)
+
+
+def efficiency_from_rate(samples_per_s: float, batch: int, flops_per_sample: float, peak_tflops: float,
+                         b_half: float, fixed_s: float) -> float:
+    """e_max such that one GPU trains at samples_per_s at `batch`: a step takes batch / rate,
+    of which fixed_s (update, overheads) is not forward + backward; the rest is
+    t(b) = F (b + b_half) / (P e_max), so e_max = F (b + b_half) / (P t)."""
+    step = batch / samples_per_s
+    t = step - fixed_s
+    if t <= 0:
+        raise ValueError(f"{samples_per_s:g} samples/s at batch {batch} is {step * 1e3:.3g} ms a step, no more than "
+                         f"the update and overheads alone ({fixed_s * 1e3:.3g} ms)")
+    return flops_per_sample * (batch + b_half) / (peak_tflops * 1e12 * t)

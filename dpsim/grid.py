@@ -74,11 +74,13 @@ def print_grid(rows, varied, out=None):
     out = out or sys.stdout
     widths = [max(len(k), *(len(show(s[k])) for s, _ in rows)) for k in varied]
     keys = "".join(f"{k:<{w}}  " for k, w in zip(varied, widths))
-    print(f"{keys}{'GPUs':>5} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} {'efficiency':>11} "
-          f"{'exposed comm ms':>16}", file=out)
+    strong = any(r.scenario["training"]["global_batch"] for _, r in rows)     # strong scaling: the batch moves
+    print(f"{keys}{'GPUs':>5}{' batch/GPU' if strong else ''} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} "
+          f"{'efficiency':>11} {'exposed comm ms':>16}", file=out)
     for settings, r in rows:
         values = "".join(f"{show(settings[k]):<{w}}  " for k, w in zip(varied, widths))
-        print(f"{values}{r.gpus:5d} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
+        batch = f" {r.scenario['training']['batch_per_gpu']:9d}" if strong else ""
+        print(f"{values}{r.gpus:5d}{batch} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
               f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
 
 
