@@ -97,7 +97,7 @@ def main(argv=None):
         try:
             import cupy  # noqa: F401
         except ImportError:
-            print("error: --device gpu needs CuPy: pip install 'dpsim[gpu]' (or use --device cpu)", file=sys.stderr)
+            print("error: --device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)", file=sys.stderr)
             return 2
 
     from course import calibrate, compare

@@ -147,7 +147,7 @@ def run(argv):
         try:
             import cupy  # noqa: F401
         except ImportError:
-            raise UsageError("--device gpu needs CuPy (pip install 'dpsim[gpu]')") from None
+            raise UsageError("--device gpu needs CuPy (pip install cupy-cuda12x)") from None
     xp = mpi_impl.pick_device(args.device, comm).xp
 
     rank0 = comm.Get_rank() == 0

@@ -6,7 +6,7 @@ of shape (N, C, H, W), labels as int64):
 - `synthetic`: random Gaussian images labelled by a fixed random "teacher" network, so
   there is a rule to learn and no file to read (the "synthetic data" of benchmark runs).
 - `digits`: scikit-learn's 1,797 handwritten digits (8x8 grey images, ten classes). It
-  ships inside scikit-learn, so nothing is downloaded (pip install dpsim[digits]).
+  ships inside scikit-learn, so nothing is downloaded (pip install scikit-learn).
 - `cifar10`: the CIFAR-10 binary format, for users who have it: files `data_batch_*.bin`
   and `test_batch.bin`, each a run of 3,073-byte records (1 label byte, then 3,072 pixel
   bytes: the red, green and blue 32x32 planes).
@@ -78,7 +78,7 @@ def _digits_table():
     what load_digits() reads too, but without importing scikit-learn (a second per rank)."""
     spec = importlib.util.find_spec("sklearn")
     if spec is None:
-        raise DataError("--data digits needs scikit-learn: pip install 'dpsim[digits]'")
+        raise DataError("--data digits needs scikit-learn: pip install scikit-learn")
     csv = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
     if csv.exists():
         return np.loadtxt(csv, delimiter=",")
