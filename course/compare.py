@@ -221,15 +221,25 @@ def row_for(cfg, pred, runs, probes, keep_raw=False):
 
 
 def add_speedups(row, base):
-    """Speed-up against the 1-rank row, both sides; the measured one for every run too."""
+    """Speed-up against the 1-rank row, both sides. Measured: each run against the 1-rank run
+    of its own round (the same minutes of the machine), and the median of those, so that a
+    busy moment in one round does not meet a quiet one of another."""
     if base is None:
         row.update(predicted_speedup=None, measured_speedup=None, speedup_error=None)
         return
     row["predicted_speedup"] = row["predicted_samples_per_s"] / base["predicted_samples_per_s"]
-    row["measured_speedup"] = row["measured_samples_per_s"] / base["measured_samples_per_s"]
+    for r, one in zip(row["runs"], base["runs"]):                  # runs are kept in round order
+        r["measured_speedup"] = r["measured_samples_per_s"] / one["measured_samples_per_s"]
+    row["measured_speedup"] = statistics.median(r["measured_speedup"] for r in row["runs"])
     row["speedup_error"] = row["predicted_speedup"] / row["measured_speedup"] - 1
-    for r in row["runs"]:
-        r["measured_speedup"] = r["measured_samples_per_s"] / base["measured_samples_per_s"]
+
+
+SPREAD_WARNING = 0.35     # runs of one configuration further apart than this: too noisy to conclude
+                          # (oversubscribed rows spread up to ~30% on a quiet 2-core machine)
+
+
+def noisy_rows(result):
+    return [r for r in result["rows"] if r["spread"] > SPREAD_WARNING]
 
 
 def table(result):
@@ -250,6 +260,13 @@ def table(result):
     lines.append(f"  predicted from {result.get('predicted_from', 'the profile')}; measured: the median of "
                  f"{runs} run{'s' if runs > 1 else ''} each; spread: slowest minus fastest run, of the median")
     lines += [f"  {note}" for note in result.get("notes", [])]
+    noisy = noisy_rows(result)
+    if noisy:
+        lines.append(f"  WARNING: {len(noisy)} of {len(result['rows'])} configurations ran more than "
+                     f"{SPREAD_WARNING:.0%} apart from run to run (" + ", ".join(
+                         name_of(r["ranks"], r["sync"], r["compress"]) for r in noisy[:4])
+                     + (", ..." if len(noisy) > 4 else "") + "): an error smaller than the spread says "
+                     "nothing there. Another program running? Close it and compare again.")
     for r in result["rows"]:
         d, name = r["diagnosis"], name_of(r["ranks"], r["sync"], r["compress"])
         if d:
@@ -322,7 +339,10 @@ def plot(result, path):
     sp.set_title("speed-up" + (f": median error {100 * err:.1f}%" if err is not None else ""), fontsize=10)
     sp.grid(True, alpha=0.3)
     sp.legend(fontsize=7, loc="upper left")
-    fig.suptitle("dpsim (predicted from the calibration) against mpi_impl (measured)", fontsize=11)
+    noisy = noisy_rows(result)
+    fig.suptitle("dpsim (predicted from the calibration) against mpi_impl (measured)"
+                 + (f"\nWARNING: {len(noisy)} configurations' runs spread more than {SPREAD_WARNING:.0%}: "
+                    "errors within the noise" if noisy else ""), fontsize=11, color="C3" if noisy else "k")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -90,12 +90,13 @@ def test_compare_prints_both_columns_and_a_plot(profile, tmp_path):
     rows = result["rows"]
     assert [(r["ranks"], r["sync"], r["compress"]) for r in rows] == [
         (1, "ring", "none"), (2, "ring", "none"), (2, "ring", "1bit")]
-    base = statistics.median(x["measured_samples_per_s"] for x in rows[0]["runs"])
+    ones = [x["measured_samples_per_s"] for x in rows[0]["runs"]]     # the 1-rank run of each round
     for r in rows:
         times = [x["measured_iteration_s"] for x in r["runs"]]
         assert len(times) == 3 and r["measured_iteration_s"] == statistics.median(times)
         assert r["error"] == pytest.approx(r["predicted_iteration_s"] / r["measured_iteration_s"] - 1)
-        assert r["measured_speedup"] == pytest.approx(r["measured_samples_per_s"] / base)
+        within = [x["measured_samples_per_s"] / one for x, one in zip(r["runs"], ones)]
+        assert r["measured_speedup"] == pytest.approx(statistics.median(within))
         assert r["probe"] is None                               # no --probe: nothing re-measured
     assert rows[0]["predicted_speedup"] == 1.0
     assert result["median_abs_speedup_error"] == pytest.approx(
@@ -121,6 +122,20 @@ def test_compare_refuses_a_profile_of_another_model(profile, tmp_path):
     done = run_course("compare", "--profile", str(profile), "--ranks", "1", "--width", "128",
                       cwd=tmp_path)
     assert done.returncode == 2 and "calibrated for" in done.stderr
+
+
+def test_compare_warns_when_runs_spread_too_far_to_conclude(tmp_path):
+    def row(ranks, spread):
+        return {"ranks": ranks, "sync": "ring", "compress": "none", "predicted_iteration_s": 0.01,
+                "measured_iteration_s": 0.01, "error": 0.0, "spread": spread, "diagnosis": None,
+                "predicted_speedup": 1.0, "measured_speedup": 1.0, "speedup_error": 0.0,
+                "runs": [{"measured_iteration_s": 0.01, "measured_speedup": 1.0}]}
+    quiet = {"rows": [row(1, 0.05), row(2, 0.1)], "median_abs_error": 0.0, "worst_abs_error": 0.0,
+             "median_abs_speedup_error": 0.0}
+    assert "WARNING" not in compare.table(quiet)
+    busy = {**quiet, "rows": [row(1, 0.05), row(2, 0.6)]}
+    assert "WARNING: 1 of 2 configurations" in compare.table(busy) and "2 ranks ring" in compare.table(busy)
+    compare.plot(busy, tmp_path / "busy.png")                   # the title says so too (drawn without error)
 
 
 def test_diagnosis_names_the_phase_that_differs_most():
