@@ -82,6 +82,9 @@ def main(argv=None):
     cmp_.add_argument("--no-probe", dest="probe", action="store_false", help=argparse.SUPPRESS)  # the default now
     cmp_.add_argument("--json", help="write the rows as JSON")
     cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time, and speed-up against ranks")
+    grd = sub.add_parser("grade", help="check every exercise of a folder of submitted notebooks, write a CSV")
+    grd.add_argument("folder", help="the submitted notebooks (every .ipynb below it)")
+    grd.add_argument("-o", "--output", default="grades.csv")
     for sp in (cal, cmp_):
         sp.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
         sp.add_argument("--width", type=at_least(1, 16384), default=1024)
@@ -90,6 +93,8 @@ def main(argv=None):
         sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CuPy arrays, ranks sharing the GPUs (mpi_impl.train --device gpu)")
     args = p.parse_args(argv)
+    if args.command == "grade":
+        return grade(p, args)
     problem = check_before_work(args)
     if problem:
         p.error(problem)
@@ -124,6 +129,22 @@ def main(argv=None):
     if args.plot:
         compare.plot(result, args.plot)
         print(f"plot: {args.plot}")
+    return 0
+
+
+def grade(p, args):
+    from dpsim.errors import ScenarioError, check_output_path
+    from course import grade as grading
+    if not Path(args.folder).is_dir():
+        p.error(f"{args.folder}: not a folder of notebooks")
+    try:
+        check_output_path(args.output, "-o")
+    except ScenarioError as error:
+        p.error(str(error))
+    scores = grading.grade(args.folder, args.output)
+    for name, (right, total) in scores.items():
+        print(f"{name}: {right} of {total} exercises correct")
+    print(f"{len(scores)} notebooks; every exercise in {args.output}")
     return 0
 
 

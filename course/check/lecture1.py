@@ -39,12 +39,31 @@ def _t2():
     return analytic.ring(GPUS, GRADIENT_BYTES, 0.0, 1 / (NETWORK_GBS * 1e9))
 
 
+def solution1() -> float:
+    """Exercise 1's answer: max(t1, t2) in ms."""
+    return analytic.iteration_time(_t1(BATCH, EFFICIENCY), _t2(), overlap=True) * 1e3
+
+
+def solution2() -> int:
+    """Exercise 2's answer: the smallest whole batch with t1(b) >= t2."""
+    t2, b = _t2(), 1
+    while _t1(b, EFFICIENCY * b / (b + HALF_BATCH)) < t2:
+        b += 1
+    return b
+
+
+def solution3() -> str:
+    """Exercise 3's answer: the same global batch on more GPUs is strong scaling."""
+    before = EX3_BEFORE["gpus"] * EX3_BEFORE["batch_per_gpu"]
+    return "strong" if before == EX3_AFTER["gpus"] * EX3_AFTER["batch_per_gpu"] else "weak"
+
+
 def exercise1(answer) -> Verdict:
     """Iteration time in milliseconds, with communication overlapping computation."""
     if answer is None:
         return pending("the iteration time in ms")
     t1, t2 = _t1(BATCH, EFFICIENCY), _t2()
-    expected_ms = analytic.iteration_time(t1, t2, overlap=True) * 1e3
+    expected_ms = solution1()
     verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
     if verdict.ok:
         return verdict
@@ -65,10 +84,7 @@ def exercise2(answer) -> Verdict:
     """The smallest whole per-GPU batch b for which t1(b) >= t2, with e(b) = e_max b / (b + b_half)."""
     if answer is None:
         return pending("a whole number of samples per GPU")
-    t2 = _t2()
-    b = 1
-    while _t1(b, EFFICIENCY * b / (b + HALF_BATCH)) < t2:
-        b += 1
+    t2, b = _t2(), solution2()
     value = number(answer)
     if value is None:
         return Verdict(False, f"expected a number of samples, got {answer!r}")
@@ -92,7 +108,6 @@ def exercise3(answer) -> Verdict:
         return pending('"weak" or "strong"')
     before = EX3_BEFORE["gpus"] * EX3_BEFORE["batch_per_gpu"]
     after = EX3_AFTER["gpus"] * EX3_AFTER["batch_per_gpu"]
-    expected = "strong" if before == after else "weak"
-    return choice(answer, expected, ["weak", "strong"],
+    return choice(answer, solution3(), ["weak", "strong"],
                   hint=f"The global batch was {before} and is {after}: compare the total work per step, "
                        "not the work per GPU.")

@@ -26,12 +26,33 @@ EX3_OVERRIDES = {"cluster.gpus_per_node": GPUS, "cluster.gpus_per_pcie_switch": 
                  "training.iterations": 1, "training.warmup_iterations": 0}
 
 
+def solution1() -> float:
+    """Exercise 1's answer: the parameter server's sync in ms."""
+    return analytic.ps(GPUS, GRADIENT_BYTES, 0.0, 1 / (LINK_GBS * 1e9)) * 1e3
+
+
+def solution2() -> float:
+    """Exercise 2's answer: the crossover in KB."""
+    return crossover_bytes() / 1e3
+
+
+def bytes_sent():
+    return {s: dpsim.simulate("d2l-ps-vs-ring", {**EX3_OVERRIDES, "sync.strategy": s}).bytes_sent_per_gpu
+            for s in EX3_STRATEGIES}
+
+
+def solution3() -> str:
+    """Exercise 3's answer: the strategy that sends the most bytes per GPU."""
+    sent = bytes_sent()
+    return max(sent, key=sent.get)
+
+
 def exercise1(answer) -> Verdict:
     """Parameter server on GPU 0, 8 GPUs, 160 MB, 16 GB/s, latency and adds ignored: ms."""
     if answer is None:
         return pending("the sync time in ms")
     beta = 1 / (LINK_GBS * 1e9)
-    expected_ms = analytic.ps(GPUS, GRADIENT_BYTES, 0.0, beta) * 1e3
+    expected_ms = solution1()
     verdict = close(answer, expected_ms, rel=0.02, unit=" ms")
     value = number(answer)
     if verdict.ok or value is None:
@@ -66,7 +87,7 @@ def exercise2(answer) -> Verdict:
     """The gradient size in KB (1 KB = 1,000 bytes) at which ring and recursive doubling cost the same."""
     if answer is None:
         return pending("a size in KB")
-    expected_kb = crossover_bytes() / 1e3
+    expected_kb = solution2()
     verdict = close(answer, expected_kb, rel=0.05, unit=" KB")
     value = number(answer)
     if value is not None and math.isclose(value, expected_kb * 1e3, rel_tol=0.05):
@@ -80,8 +101,7 @@ def exercise3(answer) -> Verdict:
     """Which strategy sends the most bytes per GPU (mean over the GPUs) per iteration?"""
     if answer is None:
         return pending(f"one of {', '.join(EX3_STRATEGIES)}")
-    sent = {s: dpsim.simulate("d2l-ps-vs-ring", {**EX3_OVERRIDES, "sync.strategy": s}).bytes_sent_per_gpu
-            for s in EX3_STRATEGIES}
+    sent = bytes_sent()
     expected = max(sent, key=sent.get)
     verdict = choice(answer, expected, list(EX3_STRATEGIES),
                      hint="Count the bytes each GPU sends in every step, times the steps; "

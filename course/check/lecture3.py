@@ -44,13 +44,35 @@ def resnet50_gradient_bytes():
     return 4 * dpsim.load_scenario({"model": {"preset": EX1_MODEL}}).model_spec().params
 
 
+def solution1() -> float:
+    """Exercise 1's answer: the ring over the preset link, in ms."""
+    link = hardware.LINKS[EX1_LINK]
+    alpha = 2 * link.latency_us * 1e-6          # GPU -> NVSwitch -> GPU: two hops
+    return analytic.ring(EX1_GPUS, resnet50_gradient_bytes(), alpha, 1 / (link.bandwidth_gbs * 1e9)) * 1e3
+
+
+def solution2() -> float:
+    """Exercise 2's answer: flat ring over hierarchical."""
+    t = ex2_sync_times()
+    return t["ring"] / t["hierarchical"]
+
+
+def upgrade_rates():
+    return {k: dpsim.simulate(EX3_SCENARIO, ov).throughput_samples_per_s for k, ov in EX3_UPGRADES.items()}
+
+
+def solution3() -> str:
+    """Exercise 3's answer: the upgrade that buys more samples/s."""
+    rate = upgrade_rates()
+    return max(rate, key=rate.get)
+
+
 def exercise1(answer) -> Verdict:
     """Ring all-reduce time in ms from the preset's figures (adds ignored)."""
     if answer is None:
         return pending("the sync time in ms")
     link = hardware.LINKS[EX1_LINK]
-    alpha = 2 * link.latency_us * 1e-6          # GPU -> NVSwitch -> GPU: two hops
-    expected_ms = analytic.ring(EX1_GPUS, resnet50_gradient_bytes(), alpha, 1 / (link.bandwidth_gbs * 1e9)) * 1e3
+    expected_ms = solution1()
     verdict = close(answer, expected_ms, rel=0.03, unit=" ms")
     if verdict.ok:
         return verdict
@@ -79,7 +101,7 @@ def exercise3(answer) -> Verdict:
     """Which single upgrade buys more throughput: "inside" the nodes or the "network"?"""
     if answer is None:
         return pending('"inside" or "network"')
-    rate = {k: dpsim.simulate(EX3_SCENARIO, ov).throughput_samples_per_s for k, ov in EX3_UPGRADES.items()}
+    rate = upgrade_rates()
     expected = max(rate, key=rate.get)
     verdict = choice(answer, expected, list(EX3_UPGRADES),
                      hint="Which link does every byte of the ring have to cross, and how fast is it?")

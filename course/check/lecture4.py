@@ -55,6 +55,11 @@ def _scenario_size(name):
     return one.scenario["resolved"]["model"]["params"], gpus
 
 
+def solution1() -> float:
+    """Exercise 1's answer: MB each GPU sends with 1-bit SGD."""
+    return onebit_bytes_per_gpu(*_scenario_size(EX1_SCENARIO)) / 1e6
+
+
 def exercise1(answer) -> Verdict:
     """MB (10^6 bytes) each GPU sends per iteration with 1-bit SGD in onebit-wins-ethernet."""
     if answer is None:
@@ -62,7 +67,7 @@ def exercise1(answer) -> Verdict:
     if number(answer) is None:
         return Verdict(False, f"expected a number of megabytes, got {answer!r}")
     params, gpus = _scenario_size(EX1_SCENARIO)
-    expected = onebit_bytes_per_gpu(params, gpus) / 1e6
+    expected = solution1()
     verdict = close(answer, expected, rel=0.02, unit=" MB")
     if verdict.ok:
         return verdict
@@ -166,7 +171,7 @@ def exercise3(answer) -> Verdict:
         return pending("the sum of the first value over the 10 steps")
     if number(answer) is None:
         return Verdict(False, f"expected a number, got {answer!r}")
-    expected = float(sent_with_error_feedback()[0])
+    expected = solution3()
     verdict = close(answer, expected, rel=0.01)
     if verdict.ok:
         return verdict
@@ -183,3 +188,13 @@ def exercise3(answer) -> Verdict:
                               "after the last step.")
     return Verdict(False, verdict.message + " Hint: loop 10 times: c = g + e; q = quantise(c); "
                           "e = c - q; add up q.")
+
+
+def solution2() -> float:
+    """Exercise 2's answer: the break-even bandwidth in GB/s."""
+    return break_even_bandwidth()
+
+
+def solution3() -> float:
+    """Exercise 3's answer: the first value's total over the 10 steps."""
+    return float(sent_with_error_feedback()[0])

@@ -115,3 +115,18 @@ def exercise3(answer, result) -> Verdict:
     return choice(answer, expected, PHASES,
                   hint="Compare the predicted and measured bar of each phase of '2 ranks 1bit': "
                        "which two differ by the most milliseconds?")
+
+
+def solution1(result) -> float:
+    """Exercise 1's answer for this comparison: the error of '2 ranks ring' in percent."""
+    return prediction_error_percent(_row(result, EX1_ROW))
+
+
+def solution2(result) -> float:
+    """Exercise 2's answer for this comparison: measured speed-up of 2 ranks (ring) over 1."""
+    return _row(result, EX2_ROW)["measured_samples_per_s"] / _row(result, (1, "ring", "none"))["measured_samples_per_s"]
+
+
+def solution3(result) -> str:
+    """Exercise 3's answer for this comparison: the phase of '2 ranks 1bit' furthest off."""
+    return largest_gap_phase(_row(result, EX3_ROW))
