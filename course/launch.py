@@ -1,7 +1,12 @@
 """Run a Python module under mpiexec (the one beside this Python: the mpich wheel's) and read
-the JSON it prints or writes. One BLAS thread per rank, this checkout on PYTHONPATH."""
+the JSON it prints or writes. One BLAS thread per rank, this checkout on PYTHONPATH.
+
+On a cluster, COURSE_MPIEXEC names the launcher instead, words split as a shell would:
+COURSE_MPIEXEC="srun --mpi=pmix" under slurm, or "mpiexec -f hosts" with a hostfile
+(course/cluster/README.md)."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def mpiexec():
+    """The launcher's words: COURSE_MPIEXEC if set, else the mpiexec beside this Python."""
+    if os.environ.get("COURSE_MPIEXEC", "").strip():
+        return shlex.split(os.environ["COURSE_MPIEXEC"])
     beside = Path(sys.executable).with_name("mpiexec")
-    return str(beside) if beside.exists() else "mpiexec"
+    return [str(beside) if beside.exists() else "mpiexec"]
 
 
 def env():
@@ -21,7 +29,7 @@ def env():
 
 def run(ranks, module, args, timeout=600):
     """Run `mpiexec -n ranks python -m module args`; its stdout, or RuntimeError with stderr."""
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", module, *map(str, args)]
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", module, *map(str, args)]
     done = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=timeout)
     if done.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
