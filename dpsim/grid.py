@@ -75,13 +75,34 @@ def print_grid(rows, varied, out=None):
     widths = [max(len(k), *(len(show(s[k])) for s, _ in rows)) for k in varied]
     keys = "".join(f"{k:<{w}}  " for k, w in zip(varied, widths))
     strong = any(r.scenario["training"]["global_batch"] for _, r in rows)     # strong scaling: the batch moves
-    print(f"{keys}{'GPUs':>5}{' batch/GPU' if strong else ''} {'iteration ms':>13} {'samples/s':>12} {'speed-up':>9} "
-          f"{'efficiency':>11} {'exposed comm ms':>16}", file=out)
+    print(f"{keys}{'GPUs':>5} {'nodes':>5}{' batch/GPU' if strong else ''} {'iteration ms':>13} {'samples/s':>12} "
+          f"{'speed-up':>9} {'efficiency':>11} {'exposed comm ms':>16}", file=out)
     for settings, r in rows:
         values = "".join(f"{show(settings[k]):<{w}}  " for k, w in zip(varied, widths))
         batch = f" {r.scenario['training']['batch_per_gpu']:9d}" if strong else ""
-        print(f"{values}{r.gpus:5d}{batch} {r.iteration_time_s * 1e3:13.3f} {r.throughput_samples_per_s:12,.0f} "
-              f"{r.speedup:9.2f} {r.scaling_efficiency:11.0%} {r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
+        print(f"{values}{r.gpus:5d} {r.scenario['cluster']['nodes']:5d}{batch} {r.iteration_time_s * 1e3:13.3f} "
+              f"{r.throughput_samples_per_s:12,.0f} {r.speedup:9.2f} {r.scaling_efficiency:11.0%} "
+              f"{r.breakdown_s['exposed_comm'] * 1e3:16.3f}", file=out)
+    for note in coinciding(rows, varied):
+        print(f"note: {note}", file=out)
+
+
+def coinciding(rows, varied):
+    """One line per group of rows (same GPU count, different settings) whose results are the
+    same, and why where we know: 1-bit has its own exchange whatever sync.strategy says."""
+    groups = {}
+    for settings, r in rows:
+        key = (r.gpus, round(r.iteration_time_s, 12), round(r.bytes_sent_per_gpu))
+        groups.setdefault(key, []).append((settings, r))
+    notes = []
+    for (gpus, _, _), same in groups.items():
+        if len(same) < 2 or gpus == 1:
+            continue
+        names = "; ".join(", ".join(f"{k}={show(s[k])}" for k in varied) for s, _ in same)
+        why = (" (1-bit SGD has its own exchange, whatever sync.strategy says)"
+               if all(r.scenario["sync"]["compression"] == "1bit" for _, r in same) else "")
+        notes.append(f"on {gpus} GPUs these give the same result: {names}{why}")
+    return notes
 
 
 def progress_bar(out=None, width=30, unit="simulations"):

@@ -54,9 +54,9 @@ def test_sweep_text_table_matches_json(dpsim_command):
     p = dpsim_command("sweep", "d2l-ps-vs-ring", "--gpus", "1,4", "--set", "sync.strategy=ring")
     assert p.returncode == 0, p.stderr
     rows = [line.split() for line in p.stdout.splitlines()[2:]]
-    assert [r[0] for r in rows] == ["1", "4"]
+    assert [r[:2] for r in rows] == [["1", "1"], ["4", "1"]]              # GPUs, nodes
     runs = json.loads(dpsim_command("sweep", "d2l-ps-vs-ring", "--gpus", "1,4", "--set", "sync.strategy=ring", "--json").stdout)
-    assert float(rows[1][3]) == pytest.approx(runs[1]["speedup"], abs=0.006)
+    assert float(rows[1][4]) == pytest.approx(runs[1]["speedup"], abs=0.006)
 
 
 def test_run_with_compression_prints_the_verdict(dpsim_command):

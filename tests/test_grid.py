@@ -97,11 +97,17 @@ def test_text_table_has_a_column_per_varied_key(dpsim_cli):
     lines = text.splitlines()
     assert lines[1] == "varied: sync.strategy = ps, ring; sync.compression = none, 1bit"
     assert lines[2].split()[:3] == ["sync.strategy", "sync.compression", "GPUs"]
-    table = [line.split() for line in lines[3:]]
     runs = json.loads(out)
-    assert [row[:3] for row in table] == [[r["settings"]["sync.strategy"], r["settings"]["sync.compression"],
-                                           str(r["gpus"])] for r in runs]
-    assert [float(row[5]) for row in table] == pytest.approx([r["speedup"] for r in runs], abs=0.006)
+    table = [line.split() for line in lines[3:3 + len(runs)]]
+    assert [row[:4] for row in table] == [[r["settings"]["sync.strategy"], r["settings"]["sync.compression"],
+                                           str(r["gpus"]), str(r["scenario"]["cluster"]["nodes"])] for r in runs]
+    assert [float(row[6]) for row in table] == pytest.approx([r["speedup"] for r in runs], abs=0.006)
+    # ps and ring with 1-bit are one experiment (1-bit has its own exchange): the table says so
+    notes = [line for line in lines[3 + len(runs):] if line.startswith("note:")]
+    onebit = [r for r in runs if r["settings"]["sync.compression"] == "1bit" and r["gpus"] > 1]
+    same = {r["gpus"] for r in onebit if sum(x["gpus"] == r["gpus"] and x["iteration_time_s"] == r["iteration_time_s"]
+                                           for x in onebit) > 1}
+    assert len(notes) == len(same) and all("1-bit SGD has its own exchange" in n for n in notes)
 
 
 def test_progress_goes_to_stderr_only(dpsim_cli):

@@ -73,4 +73,4 @@ def test_the_sweep_table_shows_the_batch_per_gpu_under_strong_scaling(dpsim_cli)
     assert code == 0, err
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if "batch/GPU" in line)
-    assert [int(line.split()[1]) for line in lines[head + 1:head + 4]] == [256, 128, 64]
+    assert [int(line.split()[2]) for line in lines[head + 1:head + 4]] == [256, 128, 64]
