@@ -104,12 +104,20 @@ class Timeline:
         return totals
 
     def chrome_events(self):
-        """This rank's spans as Chrome complete events."""
-        return [{"name": name, "ph": "X", "ts": round(start * 1e6, 3), "dur": round(dur * 1e6, 3),
-                 "pid": self.rank, "tid": track,
-                 "args": {"rank": self.rank, "track": TRACK_NAMES.get(track, f"loader {track - 1}"),
-                          **args}}
-                for name, start, dur, track, args in self.spans]
+        """This rank's spans as Chrome complete events, after metadata events that name the
+        process ("rank R") and each of its threads (its tracks), so that a viewer shows names
+        (as dpsim's simulated traces do) and lists ranks in order."""
+        tracks = sorted({track for _, _, _, track, _ in self.spans})
+        names = {track: TRACK_NAMES.get(track, f"loader {track - 1}") for track in tracks}
+        meta = [{"name": "process_name", "ph": "M", "pid": self.rank, "tid": 0, "args": {"name": f"rank {self.rank}"}},
+                {"name": "process_sort_index", "ph": "M", "pid": self.rank, "tid": 0, "args": {"sort_index": self.rank}}]
+        for track in tracks:
+            meta += [{"name": "thread_name", "ph": "M", "pid": self.rank, "tid": track, "args": {"name": names[track]}},
+                     {"name": "thread_sort_index", "ph": "M", "pid": self.rank, "tid": track,
+                      "args": {"sort_index": track}}]
+        return meta + [{"name": name, "ph": "X", "ts": round(start * 1e6, 3), "dur": round(dur * 1e6, 3),
+                        "pid": self.rank, "tid": track, "args": {"rank": self.rank, "track": names[track], **args}}
+                       for name, start, dur, track, args in self.spans]
 
 
 def _check(phase):
@@ -120,6 +128,6 @@ def _check(phase):
 def write_chrome_trace(path, events_per_rank):
     """Write one trace file from the event lists gathered from every rank."""
     events = [event for rank_events in events_per_rank for event in rank_events]
-    events.sort(key=lambda e: (e["pid"], e["ts"]))
+    events.sort(key=lambda e: (e["pid"], e["ph"] != "M", e.get("ts", 0)))       # names first
     with open(path, "w") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

@@ -140,7 +140,8 @@ def test_json_and_trace(tmp_path, train):
         assert all(seconds >= 0 for seconds in part.values()), part
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
-    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+    assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {"rank 0", "rank 1"}
     assert {"forward + backward", "sgd step", "load batch"} <= {e["name"] for e in events}
 
 

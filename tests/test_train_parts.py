@@ -123,9 +123,15 @@ def test_chrome_trace_format(tmp_path):
     tl.add("load batch", tl.zero, tl.zero + 0.002, phase="load", track=2)
     write_chrome_trace(tmp_path / "t.json", [tl.chrome_events()])
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
-    assert {e["name"] for e in events} == {"forward + backward", "load batch"}
-    for e in events:
-        assert e["ph"] == "X" and e["pid"] == 1 and set(e) >= {"name", "ts", "dur", "tid", "args"}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["name"] for e in spans} == {"forward + backward", "load batch"}
+    for e in spans:
+        assert e["pid"] == 1 and set(e) >= {"name", "ts", "dur", "tid", "args"}
+    # the viewer shows names, not "Process 1": the rank, and each track it used
+    names = {(e["name"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and "name" in e["args"]}
+    assert names == {("process_name", 0): "rank 1", ("thread_name", 0): "training loop",
+                     ("thread_name", 2): "loader 1"}
+    assert [e["ph"] for e in events[:len(events) - len(spans)]] == ["M"] * (len(events) - len(spans))
     totals = tl.take_totals()
     assert totals["load"] == pytest.approx(0.002) and set(totals) >= {"compute", "exposed_comm"}
 
