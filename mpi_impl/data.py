@@ -91,13 +91,24 @@ RECORD_BYTES = 1 + 3 * 32 * 32
 
 
 def read_cifar10_file(path):
-    """One CIFAR-10 binary file -> (uint8 images (N, 3, 32, 32), int64 labels)."""
-    raw = np.fromfile(path, dtype=np.uint8)
+    """One CIFAR-10 binary file -> (uint8 images (N, 3, 32, 32), int64 labels); a file that is
+    not one (a folder, a dangling link, a FIFO that would block, a wrong size, a label outside
+    0-9) is a DataError naming it, before any training."""
+    path = Path(path)
+    if not path.is_file():                       # follows links: a dangling one is not a file
+        raise DataError(f"{path}: not a regular file" + (" (a dangling link)" if path.is_symlink() else ""))
+    try:
+        raw = np.fromfile(path, dtype=np.uint8)
+    except OSError as e:
+        raise DataError(f"{path}: cannot read it ({e.strerror})") from None
     if raw.size == 0 or raw.size % RECORD_BYTES:
         raise DataError(f"{path}: size {raw.size} bytes is not a multiple of the "
                         f"{RECORD_BYTES}-byte CIFAR-10 record")
     records = raw.reshape(-1, RECORD_BYTES)
-    return records[:, 1:].reshape(-1, 3, 32, 32), records[:, 0].astype(np.int64)
+    labels = records[:, 0].astype(np.int64)
+    if labels.max() >= 10:
+        raise DataError(f"{path}: label {labels.max()} out of range 0-9")
+    return records[:, 1:].reshape(-1, 3, 32, 32), labels
 
 
 def cifar10(directory):
@@ -112,14 +123,12 @@ def cifar10(directory):
     parts = [read_cifar10_file(f) for f in train_files]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])
-    if labels.max() >= 10:
-        raise DataError(f"--data-dir {directory}: label {labels.max()} out of range 0-9")
 
     def scale(u8):
         return (u8.astype(np.float32) / 255.0 - 0.5)
 
     test_file = directory / "test_batch.bin"
-    if test_file.exists():
+    if test_file.exists() or test_file.is_symlink():
         test_images, test_labels = read_cifar10_file(test_file)
         return Dataset(scale(images), labels, 10), Dataset(scale(test_images), test_labels, 10)
     return split(scale(images), labels, classes=10)
