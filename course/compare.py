@@ -354,6 +354,8 @@ def profile_problem(path, net):
     model (by its sidecar's record, or else by its parameter count)."""
     from dpsim import load_scenario
     from dpsim.errors import ScenarioError
+    if "\x00" in str(path):
+        return f"--profile {path!r}: contains a NUL byte"
     where = Path(path)
     if not where.is_file():
         return f"--profile {path}: " + ("not a regular file" if where.exists() else "no such file")

@@ -13,6 +13,8 @@ def check_output_path(path, flag: str, suffixes=None):
     """Before any work: `path` can be written as given (its folder exists, it is not a folder,
     and, for figures, its extension names a format we write). Nothing is renamed or added."""
     from pathlib import Path
+    if "\x00" in str(path):
+        raise ScenarioError(flag, f"{path!r} contains a NUL byte; no file can have that name")
     p = Path(path)
     if p.is_dir():
         raise ScenarioError(flag, f"{path!r} is a directory; give a file name")

@@ -57,6 +57,9 @@ CASES = [
     (["compare", "--plot", "{d}/plot"], "ending in .png"),
     (["compare", "--plot", "{d}/plot.jpg"], "ending in .png"),
     (["compare", "--profile", "{d}/missing.toml"], "no such file"),
+    (["compare", "--profile", "a\x00b"], "NUL byte"),
+    (["compare", "--json", "a\x00b.json"], "NUL byte"),
+    (["calibrate", "-o", "p\x00.toml"], "NUL byte"),
     (["compare", "--profile", "{d}/folder"], "not a regular file"),
     (["compare", "--profile", "{d}/broken.toml"], "not a profile written by calibrate"),
     (["compare", "--profile", "{d}/binary.toml"], "not a profile written by calibrate"),
@@ -81,3 +84,35 @@ def test_a_good_profile_without_its_sidecar_passes_the_checks(files):
     # the parameter count matches the model asked for, so the work starts (and is caught here)
     with pytest.raises(AssertionError, match="measured before"):
         cli.main(["compare", "--profile", str(files / "good.toml"), *SMALL, "--ranks", "1"])
+
+
+# ------------------------------------------------------------------ fuzzing
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+FLAGS = ["--ranks", "--sync", "--compress", "--samples", "--epochs", "--repeats", "--width", "--depth",
+         "--batch", "--model", "--device", "--json", "--plot", "--profile", "-o", "--probe", "--bogus"]
+VALUES = st.one_of(st.sampled_from(["0", "1", "2", "-1", "1,2", "4,a", "ring", "ps,tree", "1bit", "none",
+                                    "mlp", "cnn", "cpu", "1e9", "nan", "", " ", "x.png", "nodir/x.json",
+                                    "../", "\x00", "99999999999999999999"]),
+                   st.text(max_size=12))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["compare", "calibrate"]),
+       args=st.lists(st.tuples(st.sampled_from(FLAGS), VALUES), max_size=5))
+def test_any_arguments_either_start_the_work_or_fail_in_one_line(command, args, capsys):
+    argv = [command] + [word for flag, value in args for word in ((flag,) if flag == "--probe" else (flag, value))]
+    try:
+        cli.main(argv)
+    except AssertionError as e:
+        assert "measured before" in str(e)                # valid: the work would start here
+        capsys.readouterr()
+        return
+    except SystemExit as stop:
+        err = capsys.readouterr().err
+        if stop.code == 0:                                 # --help and the like
+            return
+        assert stop.code == 2 and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+        return
+    raise AssertionError(f"{argv}: neither refused nor started")
