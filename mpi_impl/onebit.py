@@ -18,6 +18,12 @@ The buffer is cut into p stripes; rank j owns stripe j and plays "server" for it
 
 With ``error_feedback=False`` the residuals stay zero (plain sign compression).
 
+**Non-finite values.**  A NaN or inf in the gradient makes that call's result non-finite
+(the caller's business), and would also enter the residuals and from there every later
+call.  So after each call the residuals are checked: if either holds a NaN or inf, both are
+reset to zero, and the instance says so once, in one line on stderr (``residual_resets``
+counts the calls after which it happened).
+
 **The quantiser** (our choice; CNTK used two values per matrix column, the mean of the
 positive and of the negative entries): an element becomes ``+s`` if it is >= 0, else
 ``-s``, where s is the mean absolute value of its block of ``block`` consecutive elements
@@ -40,6 +46,7 @@ launch kernels; their run time shows up where the next MPI call waits for the GP
 """
 from __future__ import annotations
 
+import sys
 import time
 
 from dpsim.vocabulary import ONEBIT_BLOCK
@@ -125,6 +132,7 @@ class OneBitAllreduce:
         self.cuda_aware = cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
         self.bytes_sent = 0
         self.codec_s = 0.0
+        self.residual_resets = 0        # calls after which non-finite residuals were zeroed
         self._plans: dict = {}
 
     def reset(self):
@@ -138,6 +146,12 @@ class OneBitAllreduce:
         xp = array_module(like)
         plan = self._plans.get((like.size, str(like.dtype), xp.__name__))
         return None if plan is None else (plan.worker_residual, plan.server_residual)
+
+    def residual_sizes(self, n: int) -> tuple[int, int]:
+        """(worker, server) residual lengths for an n-element buffer on this rank."""
+        stripes = chunk_bounds(n, self.comm.Get_size())
+        rank = self.comm.Get_rank()
+        return n, stripes[rank + 1] - stripes[rank]
 
     def set_residuals(self, like, worker, server):
         """Start from saved residuals (as returned by residuals()) for buffers like `like`."""
@@ -213,8 +227,23 @@ class OneBitAllreduce:
             sign_at += plan.sign_counts[j]
             scale_at += plan.scale_counts[j]
 
+        if self.error_feedback:
+            self._keep_residuals_finite(xp, plan)
         self.bytes_sent += wire.bytes_sent
         return out
+
+    def _keep_residuals_finite(self, xp, plan):
+        """Zero both residuals if either holds a NaN or inf, so that one bad gradient does
+        not poison every later call; warn the first time this instance does it."""
+        if bool(xp.isfinite(plan.worker_residual).all()) and \
+                bool(xp.isfinite(plan.server_residual).all()):
+            return
+        plan.worker_residual[...] = 0
+        plan.server_residual[...] = 0
+        self.residual_resets += 1
+        if self.residual_resets == 1:
+            print(f"warning: rank {self.comm.Get_rank()}: a NaN or inf entered the 1-bit "
+                  f"error-feedback residuals; they were reset to zero", file=sys.stderr, flush=True)
 
     # the codec, clocked: codec_s is the time spent here
     def _encode(self, v):

@@ -25,7 +25,10 @@ on with backward (real concurrency needs a free core for that thread). Without -
 one all-reduce after backward.
 
 Rank 0 prints one line per epoch; --json writes the result, --trace a Chrome trace with one
-process per rank.
+process per rank. --checkpoint DIR saves every rank's state after every epoch, in a step all
+ranks take together (mpi_impl/checkpoint.py): two generations per rank, so a rank killed
+while saving costs one epoch; --resume continues from the newest epoch that every rank has.
+Weights that became NaN or inf are never saved: the run stops with one line and exit code 1.
 
 The JSON's top level follows the simulator's result contract: iteration_time_s,
 throughput_samples_per_s, bytes_sent_per_gpu, and breakdown_s, seconds per iteration with
@@ -55,10 +58,12 @@ time), and per rank (breakdown_s_per_rank, work_s_per_rank).
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from dpsim.vocabulary import BREAKDOWN, MIB, OTHER
@@ -78,11 +83,15 @@ PROG = "mpi_impl.train"
 # ----------------------------------------------------------------------------- command line
 
 def _number(kind, low, inclusive):
+    """An argparse type: a `kind` number >= low (> low unless `inclusive`); never NaN or
+    infinite, each refused in one line."""
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value < low or (value == low and not inclusive):
             bound = f">= {low}" if inclusive else f"> {low}"
             raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
@@ -140,8 +149,11 @@ def build_parser():
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
     o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
-    o.add_argument("--checkpoint", metavar="DIR", help="save a checkpoint here after every epoch")
-    o.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint DIR")
+    o.add_argument("--checkpoint", metavar="DIR",
+                   help="save a checkpoint here after every epoch (two generations per rank; "
+                        "a run stops, exit 1, rather than save NaN or inf weights)")
+    o.add_argument("--resume", action="store_true",
+                   help="continue from the newest epoch that every rank has in --checkpoint DIR")
     return p
 
 
@@ -162,6 +174,7 @@ def parse_args(argv, size):
     args = build_parser().parse_args(argv)
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
+    check_output_paths(args)
     if args.sync == "nccl" and args.device != "gpu":
         cpu = ", ".join(a for a in mpi_impl.ALGORITHMS if a != "nccl")
         raise UsageError(f"--sync nccl runs on NVIDIA GPUs: add --device gpu, or pick --sync from {cpu}")
@@ -171,6 +184,23 @@ def parse_args(argv, size):
         except ImportError:
             raise UsageError("--device gpu needs CuPy: pip install 'dpsim[gpu]' (or use --device cpu)") from None
     return args
+
+
+def check_output_paths(args):
+    """Refuse, before any training, output paths that could not be written at the end:
+    --json and --trace must name a file (not a folder) in a folder that exists; --checkpoint
+    must not be a file."""
+    for option in ("json", "trace"):
+        value = getattr(args, option)
+        if value is None:
+            continue
+        path = Path(value)
+        if path.is_dir():
+            raise UsageError(f"--{option} {value} is a folder; give a file name")
+        if not path.parent.is_dir():
+            raise UsageError(f"--{option} {value}: the folder {path.parent} does not exist")
+    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
+        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a folder")
 
 
 def load_data(args, size):
@@ -202,44 +232,153 @@ def weights_digest(net):
 CHECKPOINT_KEYS = ("model", "width", "depth", "dtype", "data", "samples", "batch_per_rank",
                    "seed", "compress", "overlap", "bucket_mib")
 
+#: exit code of a run whose weights became NaN or inf (2 is a bad command line)
+DIVERGED_EXIT = 1
 
-def save_checkpoint(args, comm, net, opt, averager, rng, epoch, samples_trained, history):
+
+class Diverged(Exception):
+    """Some rank's weights or optimizer state became NaN or inf.  Every rank raises it alike
+    (the verdict is all-reduced); main prints it as one line and exits with DIVERGED_EXIT."""
+
+
+def save_checkpoint(args, comm, net, opt, averager, rng, epoch, samples_trained, history, kept):
+    """Checkpoint the state after `epoch` in one coordinated step (mpi_impl/checkpoint.py).
+
+    If any rank's weights, momentum or 1-bit residuals hold a NaN or inf, no rank writes
+    anything and every rank raises Diverged.  Otherwise every rank writes its file (atomic),
+    waits until all ranks have, then deletes its generations other than `epoch` and `kept`
+    (the checkpoint before this one, saved or resumed from; None if there is none), so that
+    at every moment each rank holds an epoch that all ranks hold."""
+    arrays = {"params": net.params, "velocity": opt.velocity, **averager.state()}
+    finite = all(bool(net.xp.isfinite(a).all()) for a in arrays.values())
+    if not comm.allreduce(int(finite), op=MPI.MIN):
+        kept_text = ("no checkpoint was saved" if kept is None
+                     else f"the checkpoint of epoch {kept} is kept")
+        raise Diverged(f"weights are not finite after epoch {epoch} (diverged: try a smaller "
+                       f"--lr); {kept_text}")
     meta = {"epoch": epoch, "samples_trained": samples_trained, "ranks": comm.Get_size(),
             "rng": rng.bit_generator.state, "history": history,
             "config": {k: getattr(args, k) for k in CHECKPOINT_KEYS}}
-    arrays = {"params": net.params, "velocity": opt.velocity, **averager.state()}
-    checkpoint.save(args.checkpoint, comm.Get_rank(), arrays, meta)
+    checkpoint.save(args.checkpoint, comm.Get_rank(), epoch, arrays, meta)
+    comm.Barrier()                               # every rank has `epoch` now
+    checkpoint.prune(args.checkpoint, comm.Get_rank(), keep={epoch, kept})
 
 
-def restore_checkpoint(args, comm, net, opt, averager, rng):
-    """Load this rank's checkpoint; returns (epoch, samples_trained, history).
-    All ranks must have one, at the same epoch, written with the same settings."""
-    found = checkpoint.load(args.checkpoint, comm.Get_rank())
-    meta = found[1] if found else None
-    epochs = comm.allgather(meta["epoch"] if meta else None)     # off the data path
-    if all(e is None for e in epochs):
-        if comm.Get_rank() == 0:
+def _agree(comm, problem, hint=""):
+    """Collective: raise the same UsageError on every rank if any rank has a `problem` (the
+    lowest such rank's message, plus `hint`)."""
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise UsageError(problems[0] + hint)
+
+
+def list_checkpoints(args, comm):
+    """Collective: ({epoch: path} of this rank's checkpoints, [sorted epochs of each rank])."""
+    try:
+        found, problem = checkpoint.generations(args.checkpoint, comm.Get_rank()), None
+    except checkpoint.CheckpointError as error:
+        found, problem = {}, str(error)
+    _agree(comm, problem, "; delete it to go on")
+    return found, comm.allgather(sorted(found))
+
+
+def _state_shapes(net, opt, averager):
+    """{array name: (shape, dtype)} of what a checkpoint of this run holds, and the names
+    that may be missing (1-bit residuals exist after the first compressed step)."""
+    shapes = {"params": (net.params.shape, net.params.dtype),
+              "velocity": (opt.velocity.shape, opt.velocity.dtype)}
+    residuals = []
+    for b, (onebit, (lo, hi)) in enumerate(zip(averager.onebit or [], averager.buckets)):
+        worker, server = onebit.residual_sizes(hi - lo)
+        shapes[f"worker_residual_{b}"] = ((worker,), net.grads.dtype)
+        shapes[f"server_residual_{b}"] = ((server,), net.grads.dtype)
+        residuals += [f"worker_residual_{b}", f"server_residual_{b}"]
+    return shapes, residuals
+
+
+def check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, optional):
+    """Raise CheckpointError (one line naming `path`) unless this rank's checkpoint was
+    written by a run with the same settings and fits this model: ranks and the settings of
+    CHECKPOINT_KEYS equal, arrays as checkpoint.check wants them, 1-bit residuals in pairs,
+    samples_trained = epoch x the samples of an epoch, an RNG state this RNG takes, and a
+    history (rank 0: one entry per epoch)."""
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        raise checkpoint.CheckpointError(f"{path}: its meta has no config")
+    if "bucket_mb" in config:
+        raise checkpoint.CheckpointError(
+            f"cannot resume from {path}: it was written when bucket sizes were in MB "
+            f"(bucket_mb), they are in MiB now (--bucket-mib); delete it to start again")
+    wanted = {k: getattr(args, k) for k in CHECKPOINT_KEYS}
+    changed = sorted(k for k in CHECKPOINT_KEYS if config.get(k) != wanted[k])
+    if meta.get("ranks") != comm.Get_size() or changed:
+        what = ", ".join(f"--{k.replace('_', '-')}" for k in changed) or "the number of ranks"
+        raise checkpoint.CheckpointError(f"cannot resume from {path}: {what} differ from the "
+                                         f"run that wrote it")
+    checkpoint.check(path, arrays, meta, epoch=epoch, max_epoch=args.epochs, shapes=shapes,
+                     optional=optional)
+    for worker in (name for name in optional if name.startswith("worker_")):
+        server = worker.replace("worker_", "server_")
+        if (worker in arrays) != (server in arrays):
+            raise checkpoint.CheckpointError(f"{path}: {worker} and {server} come in pairs, "
+                                             f"it has one of them")
+    expected = epoch * steps * args.batch_per_rank * comm.Get_size()
+    if meta.get("samples_trained") != expected:
+        raise checkpoint.CheckpointError(f"{path}: samples_trained is "
+                                         f"{meta.get('samples_trained')!r}, epoch {epoch} of "
+                                         f"this run means {expected}")
+    try:
+        np.random.default_rng().bit_generator.state = meta.get("rng")
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise checkpoint.CheckpointError(f"{path}: its RNG state is not a PCG64 state") from None
+    history = meta.get("history")
+    if not isinstance(history, list) or not all(isinstance(h, dict) for h in history) or \
+            (comm.Get_rank() == 0 and len(history) != epoch):
+        raise checkpoint.CheckpointError(f"{path}: its history is not one record per epoch")
+
+
+def restore_checkpoint(args, comm, net, opt, averager, rng, steps):
+    """Collective: load the newest epoch that every rank has in --checkpoint DIR; returns
+    (epoch, samples_trained, history), or (0, 0, []) when DIR holds no checkpoint.
+
+    Every rank raises the same UsageError, one line naming the file, when the ranks hold no
+    epoch in common, or when some rank's file of that epoch is not a readable checkpoint or
+    does not fit this run (check_resumable)."""
+    rank = comm.Get_rank()
+    found, per_rank = list_checkpoints(args, comm)
+    if not any(per_rank):
+        if rank == 0:
             print(f"no checkpoint in {args.checkpoint}; starting from epoch 1", flush=True)
         return 0, 0, []
-    if None in epochs or len(set(epochs)) != 1:
-        raise UsageError(f"checkpoints in {args.checkpoint} disagree (epochs per rank: {epochs}); "
-                         f"delete them to start again")
-    if "bucket_mb" in meta["config"]:
-        raise UsageError(f"cannot resume from {args.checkpoint}: it was written when bucket sizes "
-                         f"were in MB (bucket_mb), they are in MiB now (--bucket-mib); delete it "
-                         f"to start again")
-    wanted = {k: getattr(args, k) for k in CHECKPOINT_KEYS}
-    changed = sorted(k for k in CHECKPOINT_KEYS if meta["config"].get(k) != wanted[k])
-    if meta["ranks"] != comm.Get_size() or changed:
-        what = ", ".join(f"--{k.replace('_', '-')}" for k in changed) or "the number of ranks"
-        raise UsageError(f"cannot resume from {args.checkpoint}: {what} differ from the run that "
-                         f"wrote it")
-    arrays = found[0]
+    epoch = checkpoint.newest_common(per_rank)
+    if epoch is None:
+        raise UsageError(f"no epoch is checkpointed by every rank in {args.checkpoint} (epochs "
+                         f"per rank: {per_rank}); delete them to start again")
+    path, problem = found[epoch], None
+    try:
+        arrays, meta = checkpoint.read(path)
+        shapes, optional = _state_shapes(net, opt, averager)
+        check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, optional)
+    except checkpoint.CheckpointError as error:
+        problem = str(error)
+    _agree(comm, problem)
     net.params[...] = net.xp.asarray(arrays["params"])
     opt.velocity[...] = net.xp.asarray(arrays["velocity"])
     averager.load_state(arrays)
     rng.bit_generator.state = meta["rng"]
-    return meta["epoch"], meta["samples_trained"], meta["history"]
+    if rank == 0 and epoch < max(max(e) for e in per_rank if e):
+        print(f"resuming from epoch {epoch}, the newest that every rank has (epochs per rank: "
+              f"{per_rank})", flush=True)
+    return epoch, meta["samples_trained"], meta["history"]
+
+
+def refuse_to_overwrite(args, comm):
+    """Collective: a run without --resume must not replace checkpoints (it would start again
+    from epoch 1 and prune them): UsageError on every rank if --checkpoint DIR holds any."""
+    _, per_rank = list_checkpoints(args, comm)
+    if any(per_rank):
+        raise UsageError(f"--checkpoint {args.checkpoint} already holds checkpoints (epochs per "
+                         f"rank: {per_rank}): add --resume to continue, or delete them to start again")
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -368,7 +507,11 @@ def train(args, comm):
 
     first_epoch, samples_trained, history = 0, 0, []
     if args.resume:
-        first_epoch, samples_trained, history = restore_checkpoint(args, comm, net, opt, averager, rng)
+        first_epoch, samples_trained, history = restore_checkpoint(args, comm, net, opt, averager,
+                                                                   rng, steps)
+    elif args.checkpoint:
+        refuse_to_overwrite(args, comm)
+    kept = first_epoch if args.resume and first_epoch else None    # the last good checkpoint
     if rank == 0:
         print(f"{net.describe()}\n{args.data}: {len(train_set)} training / {len(test_set)} test "
               f"samples; {size} ranks x {args.batch_per_rank} = global batch "
@@ -404,8 +547,13 @@ def train(args, comm):
             history.append(record)
             print(epoch_line(record), flush=True)
         if args.checkpoint:
-            save_checkpoint(args, comm, net, opt, averager, rng, epoch + 1,
-                            replica.samples_trained, history if rank == 0 else [])
+            try:
+                save_checkpoint(args, comm, net, opt, averager, rng, epoch + 1,
+                                replica.samples_trained, history if rank == 0 else [], kept)
+            except Diverged:
+                averager.close()
+                raise
+            kept = epoch + 1
     averager.close()
 
     events = comm.gather(tl.chrome_events(), root=0) if args.trace else None
@@ -496,6 +644,10 @@ def main(argv=None):
             train(args, comm)
     except SystemExit:
         raise
+    except Diverged as error:                   # every rank is here, for the same reason
+        if rank == 0:
+            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        sys.exit(DIVERGED_EXIT)
     except BaseException as error:              # anything else: take the whole job down
         print(f"rank {rank}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         comm.Abort(1)

@@ -85,7 +85,10 @@ def test_same_seed_is_bitwise_reproducible_and_resume_equals_uninterrupted(tmp_p
                        name="part2")
     assert resumed["final_weights_sha256"] == first["final_weights_sha256"]
     assert [e["train_loss"] for e in resumed["epochs"]] == [e["train_loss"] for e in first["epochs"]]
-    with np.load(tmp_path / "ckpt" / "rank1.npz") as saved:
+    # two generations per rank are kept: epochs 3 and 4
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        "rank0.epoch3.npz", "rank0.epoch4.npz", "rank1.epoch3.npz", "rank1.epoch4.npz"]
+    with np.load(tmp_path / "ckpt" / "rank1.epoch4.npz") as saved:
         assert {"worker_residual_0", "worker_residual_1", "velocity"} <= set(saved.files)
         assert json.loads(str(saved["meta"]))["epoch"] == 4
 
@@ -104,7 +107,7 @@ def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path, mpirun, train)
     ckpt = tmp_path / "ckpt"
     train(2, *DIGITS, "--epochs", "1", "--checkpoint", str(ckpt), name="a")
     for rank in (0, 1):                       # make it look like an old one
-        path = ckpt / f"rank{rank}.npz"
+        path = ckpt / f"rank{rank}.epoch1.npz"
         with np.load(path) as f:
             arrays = {k: f[k] for k in f.files}
         meta = json.loads(str(arrays.pop("meta")))
@@ -114,7 +117,7 @@ def test_resume_refuses_a_checkpoint_with_buckets_in_mb(tmp_path, mpirun, train)
                        "--resume"], timeout=60)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert "bucket_mb" in lines[0] and "--bucket-mib" in lines[0]
+    assert "bucket_mb" in lines[0] and "--bucket-mib" in lines[0] and "rank0.epoch1.npz" in lines[0]
 
 
 def test_json_and_trace(tmp_path, train):
@@ -220,6 +223,13 @@ def test_a_failing_rank_ends_the_job(mpirun):
     (["--data", "synthetic", "--samples", "3"], ["4 ranks", "3 training samples"]),
     (["--data", "digits", "--batch-per-rank", "500"], ["--batch-per-rank 500", "359"]),
     (["--sync", "nccl"], ["--sync nccl", "--device gpu"]),
+    (["--lr", "nan"], ["--lr", "finite", "nan"]),
+    (["--momentum", "inf"], ["--momentum", "finite", "inf"]),
+    (["--bucket-mib=-inf"], ["--bucket-mib", "finite", "-inf"]),
+    (["--decode-ms", "NaN"], ["--decode-ms", "finite", "NaN"]),
+    (["--json", "no/such/folder/run.json"], ["--json", "no/such/folder", "does not exist"]),
+    (["--trace", "tests"], ["--trace tests", "is a folder"]),
+    (["--checkpoint", "README.md"], ["--checkpoint README.md", "is a file"]),
 ])
 def test_bad_input_is_one_clear_line(args, names, mpirun):
     proc = mpirun(4, ["-m", "mpi_impl.train", *args], timeout=60)

@@ -108,12 +108,12 @@ def test_momentum_sgd_matches_the_formula():
 
 
 def test_checkpoint_save_is_atomic_and_round_trips(tmp_path):
-    checkpoint.save(tmp_path, 1, {"params": np.arange(5.0)}, {"epoch": 3})
-    checkpoint.save(tmp_path, 1, {"params": np.arange(5.0) * 2}, {"epoch": 4})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.npz"]
-    arrays, meta = checkpoint.load(tmp_path, 1)
+    checkpoint.save(tmp_path, 1, 3, {"params": np.arange(5.0)}, {"epoch": 3})
+    checkpoint.save(tmp_path, 1, 4, {"params": np.arange(5.0) * 2}, {"epoch": 4})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.epoch3.npz", "rank1.epoch4.npz"]
+    arrays, meta = checkpoint.read(checkpoint.path_for(tmp_path, 1, 4))
     assert meta == {"epoch": 4} and np.array_equal(arrays["params"], np.arange(5.0) * 2)
-    assert checkpoint.load(tmp_path, 0) is None
+    assert checkpoint.generations(tmp_path, 0) == {}
 
 
 def test_chrome_trace_format(tmp_path):
