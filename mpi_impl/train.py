@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from dpsim.errors import ScenarioError, check_output_path
 from dpsim.vocabulary import BREAKDOWN, MIB, OTHER
 from mpi4py import MPI
 
@@ -188,17 +189,14 @@ def parse_args(argv, size):
 
 def check_output_paths(args):
     """Refuse, before any training, output paths that could not be written at the end:
-    --json and --trace must name a file (not a folder) in a folder that exists; --checkpoint
-    must not be a file."""
+    --json and --trace as dpsim.errors.check_output_path wants them (a file name, not a
+    folder, in a folder that exists); --checkpoint not a file."""
     for option in ("json", "trace"):
-        value = getattr(args, option)
-        if value is None:
-            continue
-        path = Path(value)
-        if path.is_dir():
-            raise UsageError(f"--{option} {value} is a folder; give a file name")
-        if not path.parent.is_dir():
-            raise UsageError(f"--{option} {value}: the folder {path.parent} does not exist")
+        if getattr(args, option) is not None:
+            try:
+                check_output_path(getattr(args, option), f"--{option}")
+            except ScenarioError as error:
+                raise UsageError(str(error)) from None
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
         raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a folder")
 

@@ -227,8 +227,8 @@ def test_a_failing_rank_ends_the_job(mpirun):
     (["--momentum", "inf"], ["--momentum", "finite", "inf"]),
     (["--bucket-mib=-inf"], ["--bucket-mib", "finite", "-inf"]),
     (["--decode-ms", "NaN"], ["--decode-ms", "finite", "NaN"]),
-    (["--json", "no/such/folder/run.json"], ["--json", "no/such/folder", "does not exist"]),
-    (["--trace", "tests"], ["--trace tests", "is a folder"]),
+    (["--json", "no/such/folder/run.json"], ["--json", "no/such/folder/run.json", "no directory"]),
+    (["--trace", "tests"], ["--trace", "'tests' is a directory"]),
     (["--checkpoint", "README.md"], ["--checkpoint README.md", "is a file"]),
 ])
 def test_bad_input_is_one_clear_line(args, names, mpirun):
