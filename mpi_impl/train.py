@@ -354,7 +354,11 @@ def restore_checkpoint(args, comm, net, opt, averager, rng, steps):
                          f"per rank: {per_rank}); delete them to start again")
     path, problem = found[epoch], None
     try:
-        arrays, meta = checkpoint.read(path)
+        try:
+            arrays, meta = checkpoint.read(path)
+        except checkpoint.CheckpointError as error:
+            raise checkpoint.CheckpointError(f"{error}; delete it to resume from an older "
+                                             f"checkpoint") from None
         shapes, optional = _state_shapes(net, opt, averager)
         check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, optional)
     except checkpoint.CheckpointError as error:
