@@ -225,6 +225,12 @@ def test_generations_prune_and_the_newest_common_epoch(tmp_path):
     checkpoint.prune(tmp_path, 0, keep={3, 2})
     assert names(tmp_path) == ["rank0.epoch05.npz", "rank0.epoch2.npz", "rank0.epoch3.npz"]
     assert checkpoint.newest_common([[2, 3], [1, 2], [2, 3]]) == 2
+    # the old layout: one rank{R}.npz whose epoch is in its meta
+    np.savez(tmp_path / "rank1.npz", meta=np.array(json.dumps({"epoch": 5})), params=np.zeros(2))
+    assert checkpoint.generations(tmp_path, 1) == {5: tmp_path / "rank1.npz"}
+    np.savez(tmp_path / "rank1.npz", meta=np.array(json.dumps({"epoch": -1})), params=np.zeros(2))
+    with pytest.raises(checkpoint.CheckpointError, match="rank1.npz: its meta has no valid epoch"):
+        checkpoint.generations(tmp_path, 1)
     assert checkpoint.newest_common([[1], [2]]) is None
     assert checkpoint.newest_common([[], []]) is None
 
