@@ -70,7 +70,9 @@ def save(directory, rank, epoch, arrays, meta):
     """Write {name: array} and the JSON-able `meta` dict as rank's checkpoint of `epoch`,
     atomically: after a crash the final file is either complete or absent.  Returns its path."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)    # other ranks may make it at once
+        _fsync_folder(directory.parent)
     final = path_for(directory, rank, epoch)
     temporary = final.with_name(final.name + ".tmp")
     with open(temporary, "wb") as f:
