@@ -66,7 +66,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from dpsim.errors import ScenarioError, check_output_path
 from dpsim.vocabulary import BREAKDOWN, MIB, OTHER
 from mpi4py import MPI
 
@@ -189,16 +188,20 @@ def parse_args(argv, size):
 
 def check_output_paths(args):
     """Refuse, before any training, output paths that could not be written at the end:
-    --json and --trace as dpsim.errors.check_output_path wants them (a file name, not a
-    folder, in a folder that exists); --checkpoint not a file."""
+    --json and --trace must name a file, not a directory, in a directory that exists;
+    --checkpoint must not be a file.  (dpsim.errors.check_output_path is the simulator's
+    twin; mpi_impl imports nothing of dpsim but its vocabulary.)"""
     for option in ("json", "trace"):
-        if getattr(args, option) is not None:
-            try:
-                check_output_path(getattr(args, option), f"--{option}")
-            except ScenarioError as error:
-                raise UsageError(str(error)) from None
+        value = getattr(args, option)
+        if value is None:
+            continue
+        path = Path(value)
+        if path.is_dir():
+            raise UsageError(f"--{option}: {value!r} is a directory; give a file name")
+        if not path.parent.is_dir():
+            raise UsageError(f"--{option}: no directory to write {value!r} into")
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
-        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a folder")
+        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a directory")
 
 
 def load_data(args, size):
