@@ -18,6 +18,7 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (`python -m course: error: ...`) and exit code 2."""
 
     def error(self, message):
+        message = message.replace("\r", "\\r").replace("\n", "\\n")      # one line, whatever was typed
         print(f"python -m course: error: {message}", file=sys.stderr)
         sys.exit(2)
 

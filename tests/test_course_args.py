@@ -39,6 +39,7 @@ CASES = [
     (["compare", "--ranks", "0"], "--ranks: must be at least 1"),
     (["compare", "--ranks", "1,x"], "--ranks: expected a whole number"),
     (["compare", "--ranks", "100000"], "at most 256"),
+    (["calibrate", "--ranks", "\n"], "unrecognized arguments: --ranks \\n"),
     (["compare", "--sync", "bogus"], "unknown algorithm 'bogus'"),
     (["compare", "--sync", "tree"], "'recursive-doubling'"),
     (["compare", "--sync", "hierarchical"], "unknown algorithm 'hierarchical'"),
