@@ -67,21 +67,27 @@ class Device:
         return time.perf_counter()
 
 
-def pick_device(kind: str = "cpu", comm=None) -> Device:
+def pick_device(kind: str = "cpu", comm=None, workers: int = 0) -> Device:
     """NumPy on the CPU, or CuPy on a GPU, for this rank of `comm` (default COMM_WORLD).
 
     "cpu": NumPy, with each rank's BLAS threads limited so that the ranks sharing this
     machine share its cores (:func:`limit_blas_threads`).  "gpu": CuPy on GPU
     local_rank % GPUs, local_rank being the rank among those on the same machine, so that
-    the ranks of a node spread over its GPUs.  Collective over comm (it asks which ranks
-    share the machine): call it on every rank.
+    the ranks of a node spread over its GPUs.  `workers`: busy loader processes each rank
+    starts, which need cores too.  Collective over comm (it asks which ranks share the
+    machine): call it on every rank.  Rank 0 says once when the ranks outnumber the cores.
     """
     comm = comm if comm is not None else MPI.COMM_WORLD
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, local_ranks = local.Get_rank(), local.Get_size()
     local.Free()
     if kind == "cpu":
-        limit_blas_threads(local_ranks, comm.Get_rank() == 0)
+        speak = comm.Get_rank() == 0
+        if speak and local_ranks > usable_cores():
+            print(f"note: {local_ranks} ranks on {usable_cores()} cores: they take turns on the cores "
+                  f"(each computes at about {usable_cores()}/{local_ranks} speed) and wait for each other to "
+                  f"be scheduled; see lecture 06, section 5", flush=True)
+        limit_blas_threads(local_ranks * (1 + workers), speak)
         return Device(np, _nothing, usable_cores())
     if kind != "gpu":
         raise ValueError(f"unknown device {kind!r}; choose cpu or gpu")
@@ -107,7 +113,8 @@ BLAS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THR
 
 
 def limit_blas_threads(local_ranks: int, speak: bool = True):
-    """Share the cores between the `local_ranks` ranks of this machine.
+    """Share the cores between the `local_ranks` busy processes of this machine (ranks and
+    their loader workers).
 
     NumPy's BLAS starts one thread per core in every process, so N ranks on one machine
     would run N x cores threads that spin while they wait: a matmul can become tens of
@@ -117,12 +124,12 @@ def limit_blas_threads(local_ranks: int, speak: bool = True):
     """
     if local_ranks == 1 or any(v in os.environ for v in BLAS_THREAD_VARIABLES):
         return
-    threads = max(1, (os.cpu_count() or 1) // local_ranks)
+    threads = max(1, usable_cores() // local_ranks)
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
         if speak:
-            print(f"note: {local_ranks} ranks share {os.cpu_count()} cores; set OMP_NUM_THREADS="
+            print(f"note: {local_ranks} processes share {usable_cores()} cores; set OMP_NUM_THREADS="
                   f"{threads} (or pip install threadpoolctl) to keep BLAS threads from competing",
                   flush=True)
         return

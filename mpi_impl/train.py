@@ -495,7 +495,7 @@ def train(args, comm):
     rank, size = comm.Get_rank(), comm.Get_size()
     train_set, test_set = load_data(args, size)
     # ---- from here on every rank passed the same checks; collectives are safe
-    device = pick_device(args.device, comm)
+    device = pick_device(args.device, comm, workers=args.loader_workers)
     xp = device.xp
     tl = Timeline(rank, sync=None if xp is np else device.wait, keep_spans=bool(args.trace))
     net = nets.build(args.model, train_set.shape, train_set.classes, args.width, args.depth,
