@@ -106,34 +106,35 @@ nonnegative_float = _number(float, 0, inclusive=True)
 
 
 def build_parser():
-    p = Parser(prog=PROG, description="Synchronous data-parallel SGD (and 1-bit SGD) under mpiexec.")
+    p = Parser(prog=PROG, description="Synchronous data-parallel SGD (and 1-bit SGD) under mpiexec.",
+               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     m = p.add_argument_group("model")
-    m.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    m.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network (mpi_impl/nets.py)")
     m.add_argument("--width", type=positive_int, default=64,
-                   help="mlp: hidden units per layer; cnn: channels of the first conv (default 64)")
-    m.add_argument("--depth", type=positive_int, default=1, help="mlp: hidden layers (default 1)")
-    m.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+                   help="mlp: hidden units per layer; cnn: channels of the first conv")
+    m.add_argument("--depth", type=positive_int, default=1, help="mlp: hidden layers")
+    m.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="parameters and gradients")
     d = p.add_argument_group("data")
-    d.add_argument("--data", choices=data.SOURCES, default="synthetic")
+    d.add_argument("--data", choices=data.SOURCES, default="synthetic", help="the training set (mpi_impl/data.py)")
     d.add_argument("--data-dir", help="cifar10: folder with data_batch_*.bin")
     d.add_argument("--samples", type=positive_int,
                    help="training samples (synthetic: how many to make, default 16384; others: a cap)")
     d.add_argument("--loader-workers", type=count, default=0,
-                   help="background loader threads; 0 loads inside the training loop (default 0)")
+                   help="background loader threads; 0 loads inside the training loop")
     d.add_argument("--prefetch", type=positive_int, default=2, help="batches queued per loader worker")
     d.add_argument("--decode-ms", type=nonnegative_float, default=0.0,
-                   help="busy CPU work per sample, standing in for JPEG decoding (default 0)")
+                   help="busy CPU work per sample, standing in for JPEG decoding")
     t = p.add_argument_group("training")
-    t.add_argument("--batch-per-rank", type=positive_int, default=32)
-    t.add_argument("--epochs", type=positive_int, default=5)
-    t.add_argument("--lr", type=positive_float, default=0.05)
-    t.add_argument("--momentum", type=nonnegative_float, default=0.9)
-    t.add_argument("--seed", type=count, default=0)
-    t.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    t.add_argument("--batch-per-rank", type=positive_int, default=32, help="samples per rank per step")
+    t.add_argument("--epochs", type=positive_int, default=5, help="the first is not counted in the timings")
+    t.add_argument("--lr", type=positive_float, default=0.05, help="learning rate")
+    t.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum")
+    t.add_argument("--seed", type=count, default=0, help="weights, data and shuffling")
+    t.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: CuPy, a GPU per local rank")
     s = p.add_argument_group("gradient synchronisation")
     s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, type=algorithm_name(mpi_impl.ALGORITHMS),
                    default="ring", help="the all-reduce algorithm (mpi_impl/README.md)")
-    s.add_argument("--compress", choices=("none", "1bit"), default="none")
+    s.add_argument("--compress", choices=("none", "1bit"), default="none", help="1bit: 1-bit SGD with error feedback")
     s.add_argument("--no-error-feedback", action="store_true",
                    help="1bit: drop the quantisation error instead of carrying it to the next step")
     s.add_argument("--warmup-samples", type=count, default=0,
@@ -143,7 +144,7 @@ def build_parser():
                         "Iallreduce for --sync mpi on the CPU, a communication thread running "
                         "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
     s.add_argument("--bucket-mib", type=nonnegative_float, default=25.0,
-                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket (default 25)")
+                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket")
     s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
                    why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
     o = p.add_argument_group("output")
