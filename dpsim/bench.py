@@ -17,6 +17,10 @@ What is measured, for each case, is Engine(sc).run() (what simulate() spends mos
 With `--detailed-max N` (default 64) cases up to N GPUs also run with Engine(sc, fast=False),
 to show the fast path's speed-up and that both give the same iteration time.
 Wall times depend on the machine and its load; compare the two paths within one run.
+
+`--strategies all` (or a list of STRATEGIES' names) runs the same cases with each way of
+synchronising instead, one child process per run, stopped after `--limit` seconds (default
+60) and reported as "> 60 s": a table of CPU seconds per strategy and GPU count.
 """
 import argparse
 import json
@@ -27,6 +31,15 @@ from .config import load_scenario
 from .engine import Engine
 
 GPUS_PER_NODE = 8
+# Every way of synchronising, as overrides of the ring case.
+STRATEGIES = {
+    "ring": {}, "recursive-doubling": {"sync.strategy": "recursive-doubling"},
+    "halving-doubling": {"sync.strategy": "halving-doubling"}, "mpi": {"sync.strategy": "mpi"},
+    "ps": {"sync.strategy": "ps"}, "ps-cpu": {"sync.strategy": "ps", "sync.ps_location": "cpu"},
+    "sharded-ps": {"sync.strategy": "sharded-ps"}, "hierarchical": {"sync.strategy": "hierarchical"},
+    "dataparallel": {"sync.strategy": "dataparallel"},
+    "1bit": {"sync.compression": "1bit"}, "fp16": {"sync.compression": "fp16"},
+}
 
 
 def scenario(gpus: int):
@@ -73,6 +86,45 @@ def bench(gpus: int, detailed_max: int = 64) -> dict:
     return row
 
 
+def _one(gpus, strategy, out):
+    try:
+        sc = scenario(gpus).with_overrides(STRATEGIES[strategy])
+        out.put(timed_run(sc, fast=True))
+    except Exception as e:                       # a strategy that does not apply to this cluster
+        out.put({"error": str(e).splitlines()[0]})
+
+
+def bench_strategy(gpus: int, strategy: str, limit_s: float) -> dict:
+    """One run in a child process, stopped after limit_s seconds."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_one, args=(gpus, strategy, out), daemon=True)
+    child.start()
+    child.join(limit_s)
+    if child.is_alive():
+        child.terminate()
+        child.join()
+        return {"gpus": gpus, "strategy": strategy, "timed_out": True, "limit_s": limit_s}
+    return {"gpus": gpus, "strategy": strategy, "timed_out": False, **out.get(timeout=5)}
+
+
+def print_strategies(rows, cases):
+    print("each strategy, ResNet-50, 25 MiB buckets, 10 iterations; V100, 8 per node, nvlink2 inside, "
+          "ib-edr between nodes; CPU seconds of one run (path: fast = rounds replayed)")
+    print(f"{'strategy':>20} " + " ".join(f"{g:>16,} GPUs" for g in cases))
+    for name in dict.fromkeys(r["strategy"] for r in rows):
+        cells = []
+        for g in cases:
+            r = next(x for x in rows if x["strategy"] == name and x["gpus"] == g)
+            cells.append(f"> {r['limit_s']:.0f} s" if r["timed_out"] else "error" if "error" in r
+                         else f"{r['cpu_s']:.2f} s {r['path']}")
+        print(f"{name:>20} " + " ".join(f"{c:>21}" for c in cells))
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['strategy']} on {r['gpus']} GPUs: {r['error']}")
+
+
 def print_table(rows):
     print("ring all-reduce, ResNet-50, 25 MiB buckets, 10 iterations; V100, 8 per node, "
           "nvlink2 inside, ib-edr (100 Gb/s) between nodes")
@@ -98,8 +150,19 @@ def main(argv=None):
     p.add_argument("--cases", default="8,64,256,1024", help="GPU counts, comma-separated (multiples of 8 above 8)")
     p.add_argument("--detailed-max", type=int, default=64, help="also run the detailed path up to this many GPUs")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--strategies", help=f"'all' or some of: {', '.join(STRATEGIES)}")
+    p.add_argument("--limit", type=float, default=60.0, help="with --strategies: seconds before a run is stopped")
     args = p.parse_args(argv)
-    rows = [bench(int(g), args.detailed_max) for g in args.cases.split(",")]
+    cases = [int(g) for g in args.cases.split(",")]
+    if args.strategies:
+        names = list(STRATEGIES) if args.strategies == "all" else args.strategies.split(",")
+        unknown = [n for n in names if n not in STRATEGIES]
+        if unknown:
+            p.error(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)} or all")
+        rows = [bench_strategy(g, n, args.limit) for n in names for g in cases]
+        print(json.dumps(rows, indent=2)) if args.json else print_strategies(rows, cases)
+        return
+    rows = [bench(int(g), args.detailed_max) for g in cases]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
