@@ -46,8 +46,8 @@ def check_scenario(sc):
     at_most("cluster.nodes", sc.gpus, GPUS, f"GPUs ({c.nodes:,} nodes x {c.gpus_per_node})")
     at_most("data.workers", sc.data.workers, WORKERS, "loader workers per training process")
     at_most("model.layers", sc.model.layers, LAYERS, "layers")
-    at_most("training.iterations", t.iterations + t.warmup_iterations, ITERATIONS,
-            "iterations (warm-up included)")
+    longer = "training.iterations" if t.iterations >= t.warmup_iterations else "training.warmup_iterations"
+    at_most(longer, t.iterations + t.warmup_iterations, ITERATIONS, "iterations (warm-up included)")
 
 
 def check_finite(what, *values):

@@ -7,6 +7,9 @@ import time
 
 import pytest
 
+import dpsim
+from dpsim.errors import ScenarioError
+
 NESTED = "a = " + "{b = " * 500 + "1" + "}" * 500 + "\n"
 
 # (what, argv (with {tmp} for a scratch folder), words the one line must hold)
@@ -80,3 +83,11 @@ def test_a_full_disk_on_stdout_is_one_line():
                            text=True, timeout=60)
     assert p.returncode == 1
     assert p.stderr.strip().splitlines() == ["dpsim: error: cannot write the output: No space left on device"]
+
+
+def test_the_iteration_limit_names_the_key_that_went_over():
+    # found by test_config's fuzzing: 2 iterations after 99,999 warm-up ones is the warm-up's doing
+    with pytest.raises(ScenarioError, match=r"^training\.warmup_iterations: 100,001 iterations"):
+        dpsim.load_scenario("d2l-ps-vs-ring", {"training.iterations": 2, "training.warmup_iterations": 99_999})
+    with pytest.raises(ScenarioError, match=r"^training\.iterations: "):
+        dpsim.load_scenario("d2l-ps-vs-ring", {"training.iterations": 100_000, "training.warmup_iterations": 1})
