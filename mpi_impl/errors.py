@@ -140,7 +140,8 @@ def usage_errors(prog: str):
         yield
     except UsageError as error:
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+            text = str(error).replace("\r", "\\r").replace("\n", "\\n")     # one line, whatever was typed
+            print(f"{prog}: error: {text}", file=sys.stderr, flush=True)
         sys.exit(2)
 
 

@@ -183,7 +183,7 @@ def parse_args(argv, size):
         try:
             import cupy  # noqa: F401
         except ImportError:
-            raise UsageError("--device gpu needs CuPy: pip install 'dpsim[gpu]' (or use --device cpu)") from None
+            raise UsageError("--device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)") from None
     return args
 
 
@@ -196,11 +196,15 @@ def check_output_paths(args):
         value = getattr(args, option)
         if value is None:
             continue
+        if "\x00" in value:
+            raise UsageError(f"--{option}: {value!r} contains a NUL byte; no file can have that name")
         path = Path(value)
         if path.is_dir():
             raise UsageError(f"--{option}: {value!r} is a directory; give a file name")
         if not path.parent.is_dir():
             raise UsageError(f"--{option}: no directory to write {value!r} into")
+    if args.checkpoint and "\x00" in args.checkpoint:
+        raise UsageError(f"--checkpoint {args.checkpoint!r} contains a NUL byte")
     if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
         raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a directory")
 
