@@ -55,7 +55,7 @@ def exercise1(answer, result) -> Verdict:
     row = _row(result, EX1_ROW)
     if isinstance(row, Verdict):
         return row
-    expected = prediction_error_percent(row)
+    expected = solution1(result)
     value = number(answer)
     if value is None:
         return Verdict(False, f"expected a number of percent, got {answer!r}")
@@ -83,7 +83,7 @@ def exercise2(answer, result) -> Verdict:
     for r in (row, one):
         if isinstance(r, Verdict):
             return r
-    expected = row["measured_samples_per_s"] / one["measured_samples_per_s"]
+    expected = solution2(result)
     verdict = close(answer, expected, rel=0.02, unit="x")
     if verdict.ok:
         return verdict
@@ -111,7 +111,7 @@ def exercise3(answer, result) -> Verdict:
     row = _row(result, EX3_ROW)
     if isinstance(row, Verdict):
         return row
-    expected = largest_gap_phase(row)
+    expected = solution3(result)
     return choice(answer, expected, PHASES,
                   hint="Compare the predicted and measured bar of each phase of '2 ranks 1bit': "
                        "which two differ by the most milliseconds?")
