@@ -47,8 +47,9 @@ import numpy as np
 
 from course import fit, launch
 from course.compare import scenario_for
-from course.fit import fit_capacity, fit_codec, fit_compute, fit_link, fit_timeslice, summarise  # noqa: F401
+from course.fit import fit_capacity, fit_codec, fit_compute, fit_timeslice, summarise  # noqa: F401
 from dpsim import sharing as dpsim_sharing
+from dpsim.compute import UPDATE_BYTES_PER_PARAM
 from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
@@ -163,15 +164,21 @@ def per_round(m, n, figure):
     return float(np.median([figure(p, one) for p, one in zip(m["probes"][str(n)], m["probes"]["1"])]))
 
 
+def compute_moments(m):
+    """Forward + backward seconds at the run's batch at every moment calibrate measured it:
+    the batch sweep, then the 1-rank probe of every round."""
+    sweep = {int(b): t for b, t in m["compute_s"]}
+    return [sweep[m["batch"]]] + [compute_step(p) for p in m["probes"]["1"]]
+
+
 def loop_figures(m):
     """([(batch, forward+backward seconds)], update seconds) as the fits take them. The
     machine's speed drifts from minute to minute, so the figures at the run's batch are the
-    median of four moments (the batch sweep and the 1-rank probes of every round), and the
-    sweep is scaled to that (a drift is a speed factor on every batch)."""
-    probes_1 = [summarise([p]) for p in m["probes"]["1"]]
+    median of the moments (compute_moments; the update likewise), and the sweep is scaled to
+    that (a drift is a speed factor on every batch)."""
     sweep = {int(b): t for b, t in m["compute_s"]}
-    at_batch = statistics.median([sweep[m["batch"]]] + [float(np.mean(p["compute_s"])) for p in probes_1])
-    update_s = statistics.median([m["update_s"]] + [p["update_s"] for p in probes_1])
+    at_batch = statistics.median(compute_moments(m))
+    update_s = statistics.median([m["update_s"]] + [summarise([p])["update_s"] for p in m["probes"]["1"]])
     return [(b, t * at_batch / sweep[m["batch"]]) for b, t in sweep.items()], update_s
 
 
@@ -181,9 +188,8 @@ def link_gbs(probe):
 
 
 def compute_spread(m):
-    """Slowest over fastest of the compute moments (the sweep and the 1-rank probes) at the run's batch."""
-    sweep = {int(b): t for b, t in m["compute_s"]}[m["batch"]]
-    moments = [sweep] + [compute_step(p) for p in m["probes"]["1"]]
+    """Slowest over fastest of the compute moments at the run's batch."""
+    moments = compute_moments(m)
     return max(moments) / min(moments)
 
 
@@ -192,9 +198,8 @@ def unsteady(m, ratio=1.3):
     moments of compute (the sweep and the 1-rank probes) further apart than `ratio` (on a
     quiet 2-core machine they stay within 1.15). The link's rounds vary far more even on a
     quiet machine (2.6 to 18 GB/s here); its best round is taken, so it has no warning."""
-    sweep = {int(b): t for b, t in m["compute_s"]}[m["batch"]]
-    moments = [sweep] + [compute_step(p) for p in m["probes"]["1"]]
-    if compute_spread(m) > ratio:
+    moments = compute_moments(m)
+    if max(moments) / min(moments) > ratio:
         return [f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
                 f"at different moments"]
     return []
@@ -223,7 +228,7 @@ def profile_dict(m):
     link = {"bandwidth_gbs": round(bw, 4), "latency_us": round(lat * 1e6 / 2, 3),
             "kind": "pcie", "name": "shared-memory" if cpu else "host-staged",
             "source": "ping-pong under mpiexec -n 2 (course calibrate)"}
-    mem_bw = 20 * m["model"]["params"] / update_s / 1e9
+    mem_bw = UPDATE_BYTES_PER_PARAM * m["model"]["params"] / update_s / 1e9
     node_bw = per_round(m, 2, lambda p, _: fit.fit_memory(summarise([p])["update_s"], m["model"]["params"], 2, capacity))
     # Ranks computing side by side do not finish together: the 2-rank probe's wait for the
     # slower one, as the spread of each rank's compute per step (course/fit.py: fit_jitter).
@@ -315,9 +320,10 @@ def calibrate(out="profile.toml", progress=None, **kw):
     """Measure, fit, write the profile and its sidecar. If the machine changed while it
     measured (`unsteady`), measure once more and keep the steadier of the two."""
     m = measure(progress=progress, **kw)
-    if unsteady(m):
+    warnings = unsteady(m)
+    if warnings:
         if progress:
-            progress(f"the machine changed while measuring ({unsteady(m)[0]}): measuring once more")
+            progress(f"the machine changed while measuring ({warnings[0]}): measuring once more")
         again = measure(progress=progress, **kw)
         m = min((m, again), key=compute_spread)
     prof = profile_dict(m)

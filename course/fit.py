@@ -5,7 +5,6 @@ training run that is then compared): dpsim, given the fitted figure, reproduces 
 primitive, and its model composes the primitives into every configuration.
 
   fit_compute    t(b) = F (b + b_half) / (P e_max) is a line in b  -> compute.efficiency, half_batch
-  fit_link       one-way ping-pong times: latency, 1 / slope         -> a link's latency_us, bandwidth_gbs
   fit_latency    a message's cost inside the loop's rhythm: the latency that makes dpsim's
                  2-rank ring take the ring sync of calibrate's probe (its wait for a slower
                  rank taken out, as mpi_impl.train reports it apart)  -> a link's latency_us
@@ -43,14 +42,6 @@ def fit_compute(points, flops_per_sample, peak_flops, anchor=None):
         a = t0 - k * anchor
     e_max = flops_per_sample / (peak_flops * k)
     return float(e_max), float(max(a / k, 0.0))
-
-
-def fit_link(sizes, one_way_s):
-    """(bandwidth_gbs, latency_us) of a link from one-way times: latency from the smallest
-    message, bandwidth from the slope over messages of 64 KiB and more."""
-    big = [(s, t) for s, t in zip(sizes, one_way_s) if s >= 65536]
-    slope = np.polyfit([s for s, _ in big], [t for _, t in big], 1)[0]
-    return float(1.0 / slope / 1e9), float(one_way_s[0] * 1e6)
 
 
 def fit_latency(d, ring_s):

@@ -45,14 +45,6 @@ def test_fit_compute_recovers_the_closed_form(e_max, b_half):
     assert got == pytest.approx((e_max, b_half), rel=1e-6, abs=1e-9)
 
 
-def test_fit_link_recovers_latency_and_bandwidth():
-    sizes = [8, 1024, 65536, 1 << 20, 4 << 20]
-    times = [3e-6 + s / 5e9 for s in sizes]
-    bw, lat = calibrate.fit_link(sizes, times)
-    assert bw == pytest.approx(5.0, rel=1e-6)
-    assert lat == pytest.approx(3.0, rel=0.01)
-
-
 def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     frag = tomllib.loads(profile.read_text())
     assert frag["cluster"]["gpu"]["name"] == "this-cpu"
