@@ -153,7 +153,7 @@ def check_before_work(args):
     """Everything that can be wrong with the arguments, found before anything is measured: one
     line, or None. Output paths can be written as given; a profile reads, is a scenario dpsim
     accepts, and was calibrated for this model; the samples fill a step of the most ranks."""
-    from dpsim.errors import ScenarioError, check_output_path
+    from dpsim.errors import FIGURES, ScenarioError, check_output_path
     from course import compare
     try:
         if args.command == "calibrate":
@@ -162,7 +162,7 @@ def check_before_work(args):
         if args.json:
             check_output_path(args.json, "--json")
         if args.plot:
-            check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
+            check_output_path(args.plot, "--plot", FIGURES)
     except ScenarioError as error:
         return str(error)
     step = max(args.ranks) * args.batch

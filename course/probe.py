@@ -34,7 +34,6 @@ ranks], "codec_steps_s": [per step; 1bit only]}}, "sizes_bytes", "one_way_s",
 "one_way_median_s", "one_way_mean_s": [per size, the slowest pair's], "codec_values",
 "onebit_s", "codec_s": [per size]}.
 """
-import argparse
 import json
 import time
 

@@ -13,7 +13,7 @@ import pathlib
 import sys
 
 from . import config, diagnosis, grid, hardware, models
-from .errors import ScenarioError, check_output_path
+from .errors import FIGURES, ScenarioError, check_output_path
 from .report import print_result
 from .simulation import simulate
 
@@ -49,9 +49,6 @@ def timeline_path(plot_path: str) -> str:
     """Where `--plot` puts the Gantt chart when `--trace` is given too: beside the breakdown."""
     path = pathlib.Path(plot_path)
     return str(path.with_name(f"{path.stem}-timeline{path.suffix}"))
-
-
-FIGURES = (".png", ".pdf", ".svg")
 
 
 def cmd_run(args):

@@ -9,6 +9,9 @@ class ScenarioError(ValueError):
         super().__init__(f"{key}: {message}" if key else message)
 
 
+FIGURES = (".png", ".pdf", ".svg")     # the formats every --plot writes (matplotlib picks it by suffix)
+
+
 def check_output_path(path, flag: str, suffixes=None):
     """Before any work: `path` can be written as given (its folder exists, it is not a folder,
     and, for figures, its extension names a format we write). Nothing is renamed or added."""

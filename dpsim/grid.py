@@ -10,10 +10,9 @@ The simulations themselves run in dpsim.sweep_grid(); this file reads the flags 
 import json
 import sys
 import time
-from pathlib import Path
 
 from . import config
-from .errors import ScenarioError, check_output_path
+from .errors import FIGURES, ScenarioError, check_output_path
 from .report import describe
 from .sweeps import sweep_grid
 
@@ -143,7 +142,7 @@ def cmd_sweep(args):
     fixed = config.parse_sets(args.set)
     varied = parse_vary(args.vary, fixed)
     if args.plot:
-        check_output_path(args.plot, "--plot", (".png", ".pdf", ".svg"))
+        check_output_path(args.plot, "--plot", FIGURES)
     sc = config.load_scenario(args.scenario, fixed)
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, parse_gpus(args.gpus), varied, jobs=args.jobs,
