@@ -28,7 +28,8 @@ code and codec) and becomes one scenario key (the fits are in course/fit.py):
                                           -> the links' latency_us, sync.message_overhead_us
   scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
                rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
-  1-bit codec  OneBitAllreduce's seconds on 2 ranks at two buffer sizes, less what dpsim's link
+  1-bit codec  OneBitAllreduce's seconds on 2 ranks at two buffer sizes (the gradient and an
+               eighth of it, at least 2**20 values), less what dpsim's link
                model says its messages take: a cost per call and per byte of dpsim's
                quantise/decode kernels               -> compute.kernel_launch_us, codec_gbs
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
@@ -55,6 +56,10 @@ from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
 
 BATCHES = (16, 32, 64, 128)
+# The 1-bit codec is timed at two buffer sizes: the model's gradient and an eighth of it, but
+# at least 2**20 values, so that the codec's cost per byte stands above the noise of its
+# messages (a small model's gradient is too short: its fit came out at zero cost).
+CODEC_MIN_VALUES = 1 << 20
 ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
 
 
@@ -135,7 +140,7 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40
     net, points, parts = step_times(model, width, depth, batch, sorted(set(batches) | {batch}), reps, xp, clock)
     flops = 3 * net.flops_per_sample                  # forward + backward (2x forward)
     net_args = dict(model=model, width=width, depth=depth, batch=batch, device=device)
-    values = net.num_params
+    values = max(net.num_params, CODEC_MIN_VALUES)
     shared_n = sharing_ranks(devices)
     probes = {str(n): [] for n in sorted({1, 2, shared_n, 2 * shared_n})}
     for r in range(ROUNDS):                       # rounds, so that a busy moment hits one of each
