@@ -21,7 +21,7 @@ from mpi4py import MPI
 from dpsim.vocabulary import unknown_algorithm
 
 from . import halving_doubling, mpi_builtin, nccl, ps, recursive_doubling, ring, sharded_ps
-from ._xp import array_module, is_gpu_array, make_wire, pick_device
+from ._xp import SEGMENT_BYTES, array_module, is_gpu_array, make_wire, pick_device
 from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
 from .onebit import OneBitAllreduce
 
@@ -41,7 +41,7 @@ __all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "OneBitAllreduce", "abort_on
 
 
 def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | None = None,
-              check: bool = True):
+              check: bool = True, segment: int | None = SEGMENT_BYTES):
     """Return the elementwise sum of `x` over all ranks of `comm` (default COMM_WORLD).
 
     x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
@@ -54,6 +54,8 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     whose arguments were already checked.
     out: an array of x's shape, dtype and type to write the result into (reused between
     calls, it saves allocating a new array each time); ``out=x`` reduces x in place.
+    segment: bytes per pipeline segment of ring, halving-doubling and sharded-ps (default
+    SEGMENT_BYTES, 1 MiB), or None for their textbook steps (whole chunks, then the adds).
     """
     comm = comm if comm is not None else MPI.COMM_WORLD
     xp = array_module(x)
@@ -72,12 +74,13 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
         raise ValueError(unknown_algorithm(algo, ALGORITHMS))
 
     if out is None:
-        out = xp.array(x, copy=True, order="C")
-    elif out is not x:
-        xp.copyto(out, x)
+        out = xp.empty(x.shape, x.dtype)
+    elif out is not x and xp.may_share_memory(out, x):
+        x = x.copy()                                 # overlapping views: read from a copy
     flat = out.reshape(-1)
-    wire = make_wire(comm, xp, cuda_aware)
-    _MODULES[algo].allreduce(flat, wire)
+    source = flat if out is x else x.reshape(-1)     # the algorithms read x, write out
+    wire = make_wire(comm, xp, cuda_aware, segment)
+    _MODULES[algo].allreduce(flat, wire, source)
     bytes_sent_by_algo[algo] += wire.bytes_sent
     return out
 

@@ -13,6 +13,14 @@ through a :class:`Wire`, which hides how GPU memory reaches MPI:
 In both cases the current CUDA stream is synchronised before each MPI call, because MPI
 knows nothing about CUDA streams and would otherwise read half-computed data.
 
+**Pipelining.**  A step that receives a chunk and adds it (ring, halving-doubling,
+sharded-ps) goes through :meth:`Wire.sendrecv_add`, which cuts the chunk into segments of
+``wire.segment`` bytes (default :data:`SEGMENT_BYTES`) and keeps two in flight: segment s+1
+travels (and, when staged, is copied to and from the host) while segment s is added.  On a
+CPU the gain is mostly the cache: a segment is added while it is still in L2, instead of a
+whole chunk read back from memory.  ``segment=None`` gives the textbook step: send the whole
+chunk, wait, then add.
+
 CuPy stays optional: it is imported only when a CuPy array shows up, or when
 :func:`pick_device` is asked for a GPU.  :func:`pick_device` is the one place where a
 program (mpi_impl.train, mpi_impl.bench, course/calibrate.py, course/probe.py) chooses
@@ -183,25 +191,35 @@ def _stream_synchronizer(xp):
     return lambda: xp.cuda.get_current_stream().synchronize()
 
 
-def make_wire(comm, xp, cuda_aware: bool | None = None) -> "Wire":
+#: Bytes per pipeline segment.  Measured on a 2-core machine (2 ranks, ring, 16 and 64 MiB):
+#: 256 KiB to 4 MiB all do well, 64 KiB pays too many messages; mpi_impl.bench --segment
+#: compares sizes on your machine (mpi_impl/README.md, "Pipelining").
+SEGMENT_BYTES = 1 << 20
+
+
+def make_wire(comm, xp, cuda_aware: bool | None = None, segment: int | None = SEGMENT_BYTES) -> "Wire":
     """A Wire for arrays of module xp: staged through host memory unless MPI is CUDA-aware."""
     if cuda_aware is None:
         cuda_aware = cuda_aware_from_env()
-    return Wire(comm, xp, stage=(xp.__name__ != "numpy" and not cuda_aware))
+    return Wire(comm, xp, stage=(xp.__name__ != "numpy" and not cuda_aware), segment=segment)
 
 
 class Wire:
     """MPI point-to-point and collective calls on array views, for NumPy and CuPy alike.
 
     ``stage=True`` copies through host buffers (what a GPU array needs unless MPI is
-    CUDA-aware).  ``bytes_sent`` counts the bytes this rank handed to MPI for other ranks.
+    CUDA-aware).  ``segment``: bytes per pipeline segment, or None for whole messages.
+    ``bytes_sent`` counts the bytes this rank handed to MPI for other ranks.
     Only uppercase (buffer) mpi4py calls are used: no pickling on the data path.
     """
 
-    def __init__(self, comm, xp=np, stage: bool = False):
+    def __init__(self, comm, xp=np, stage: bool = False, segment: int | None = SEGMENT_BYTES):
+        if segment is not None and int(segment) < 1:
+            raise ValueError(f"segment must be a positive number of bytes or None, not {segment!r}")
         self.comm = comm
         self.xp = xp
         self.stage = stage
+        self.segment = None if segment is None else int(segment)
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.bytes_sent = 0
@@ -240,12 +258,65 @@ class Wire:
     # -- the MPI calls the algorithms use --------------------------------------------------
     def sendrecv(self, send, dest: int, recv, source: int):
         """Send `send` to rank dest while receiving `recv` from rank source."""
+        if self.stage and self.segment:        # copies to and from the host overlap MPI
+            return self._pipelined(send, dest, recv, source, base=None)
         if dest != self.rank:
             self.bytes_sent += send.nbytes
         self._sync()
         out, into = self._outgoing(send, "send"), self._incoming(recv, "recv")
         self.comm.Sendrecv(out, dest, 0, into, source, 0)
         self._deliver(into, recv)
+
+    def sendrecv_add(self, send, dest: int, into, source: int, base=None):
+        """Send `send` to rank dest; receive as many values as `into` holds from rank source
+        and store ``base + received`` in `into` (base defaults to into: add in place).
+
+        Pipelined in segments of self.segment bytes (see the module docstring).  With
+        segment=None, the textbook step: the whole message, then the whole addition."""
+        base = into if base is None else base
+        if self.segment:
+            return self._pipelined(send, dest, into, source, base)
+        landing = scratch(self.xp, "landing", into.size, into.dtype)
+        self.sendrecv(send, dest, landing, source)
+        self.xp.add(base, landing, out=into)
+
+    def _pipelined(self, send, dest, into, source, base):
+        """Segment i of `send` goes to dest and segment i of `into` comes from source (each
+        side cuts its own message, so the counts match); two segments are in flight while
+        the one before them is delivered and, unless base is None, added: into = base + it."""
+        xp, seg = self.xp, max(1, self.segment // into.itemsize)
+        cut = lambda a, i: a[i * seg:(i + 1) * seg]
+        sends, recvs = -(-send.size // seg), -(-into.size // seg)     # 0 for an empty message
+        if dest != self.rank:
+            self.bytes_sent += send.nbytes
+        landing = None if base is None else scratch(xp, "landing", 2 * seg, into.dtype)
+        self._sync()                            # send's data (and base) are computed
+
+        def post(i):
+            """Start segment i: its receive and its send.  Slot i % 2 is free again: its
+            last user, segment i - 2, was delivered and added before this is called."""
+            target = cut(into, i) if landing is None else landing[(i % 2) * seg:][:cut(into, i).size]
+            if self.stage:
+                self._sync()                    # the GPU has finished copying slot i % 2 up
+            host = self._incoming(target, f"recv{i % 2}")
+            requests = []
+            if i < recvs:
+                requests.append(self.comm.Irecv(host, source, 0))
+            if i < sends:
+                requests.append(self.comm.Isend(self._outgoing(cut(send, i), f"send{i % 2}"), dest, 0))
+            return requests, target, host
+
+        steps = max(sends, recvs)
+        pending = post(0) if steps else None
+        for i in range(steps):
+            ahead = post(i + 1) if i + 1 < steps else None
+            requests, target, host = pending
+            MPI.Request.Waitall(requests)
+            if i < recvs:
+                self._deliver(host, target)
+                if base is not None:
+                    xp.add(cut(base, i), target, out=cut(into, i))
+            pending = ahead
 
     def send(self, a, dest: int):
         self.bytes_sent += a.nbytes
@@ -278,11 +349,16 @@ class Wire:
         self.comm.Allgatherv(out, [into, (list(recv_counts), _offsets(recv_counts))])
         self._deliver(into, recv)
 
-    def allreduce_inplace(self, buf):
-        """MPI's own Allreduce(SUM), in place. Bytes are counted by the caller (unknown here)."""
+    def allreduce(self, buf, x=None):
+        """MPI's own Allreduce(SUM) of x into buf (in place if x is None or buf).  Bytes are
+        counted by the caller (MPI does not say)."""
         self._sync()
-        host = self._outgoing(buf, "send")
-        self.comm.Allreduce(MPI.IN_PLACE, host, op=MPI.SUM)
+        if x is None or x is buf:
+            host = self._outgoing(buf, "send")
+            self.comm.Allreduce(MPI.IN_PLACE, host, op=MPI.SUM)
+        else:
+            host = self._incoming(buf, "recv")
+            self.comm.Allreduce(self._outgoing(x, "send"), host, op=MPI.SUM)
         self._deliver(host, buf)
 
 

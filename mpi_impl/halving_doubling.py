@@ -31,38 +31,42 @@ from ._xp import chunk_bounds, scratch
 from .recursive_doubling import fold, largest_power_of_two, unfold
 
 
-def allreduce(buf, wire):
-    """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place."""
+def allreduce(buf, wire, x=None):
+    """Sum over all ranks of wire.comm into `buf` (1-D, contiguous): of `x` (left unchanged)
+    if given, else of buf's own values, in place."""
     n, r, xp = wire.size, wire.rank, wire.xp
+    x = buf if x is None else x
+    p = largest_power_of_two(n)
+    if n == 1 or p < n:                 # nothing to do, or the fold works in buf itself
+        if x is not buf:
+            xp.copyto(buf, x)
+        x = buf
     if n == 1:
         return
-    p = largest_power_of_two(n)
-    incoming = scratch(xp, "halving-doubling", buf.size, buf.dtype)
 
     # 1. fold: ranks p..n-1 add their vectors into ranks 0..r-1, then wait for the result
-    if fold(buf, wire, p, incoming):
+    if p < n and fold(buf, wire, p, scratch(xp, "halving-doubling", buf.size, buf.dtype)):
         return
 
     blocks = chunk_bounds(buf.size, p)
-    span = lambda lo, hi: buf[blocks[lo]:blocks[hi]]
+    span = lambda a, lo, hi: a[blocks[lo]:blocks[hi]]
 
-    # 2. reduce-scatter by recursive halving: keep one half of the window, send the other
-    lo, hi, steps = 0, p, []
+    # 2. reduce-scatter by recursive halving: keep one half of the window, send the other.
+    #    The first step reads my input; later steps the partial sums already in buf.
+    lo, hi, steps, partial = 0, p, [], x
     distance = 1
     while distance < p:
         partner = r ^ distance
         keep, give = _halves(lo, hi, r & distance)
-        kept = span(*keep)
-        part = incoming[:kept.size]
-        wire.sendrecv(span(*give), partner, part, partner)
-        xp.add(kept, part, out=kept)
+        wire.sendrecv_add(span(partial, *give), partner, span(buf, *keep), partner,
+                          base=span(partial, *keep))
         steps.append((partner, keep, give))
-        lo, hi = keep
+        lo, hi, partial = *keep, buf
         distance *= 2
 
     # 3. all-gather by recursive doubling: undo the halving steps in reverse order
     for partner, keep, give in reversed(steps):
-        wire.sendrecv(span(*keep), partner, span(*give), partner)
+        wire.sendrecv(span(buf, *keep), partner, span(buf, *give), partner)
 
     # 4. unfold: the folded ranks get the result back
     unfold(buf, wire, p)

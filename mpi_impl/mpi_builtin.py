@@ -18,8 +18,9 @@ IJHPCA 2005).  The same rules name a shared-memory algorithm (release-gather) fo
 single-threaded MPI only; mpi4py initialises MPI with MPI_THREAD_MULTIPLE.  :func:`choice`
 is the rule above.
 
-Called in place (``MPI.IN_PLACE``) on a copy of the input, exactly as the other algorithms
-work, so all of them pay the same copy.
+Given the input and the output buffer, as our algorithms are (``MPI_Allreduce(x, buf)``,
+not in place on a copy), so that neither side pays a copy the other avoids.  MPICH's
+reduce-scatter/all-gather copies the input into the output itself before it starts.
 """
 from __future__ import annotations
 
@@ -27,12 +28,15 @@ from . import halving_doubling, recursive_doubling
 from .recursive_doubling import largest_power_of_two
 
 
-def allreduce(buf, wire):
-    """Sum `buf` over all ranks of wire.comm, in place, with MPI_Allreduce."""
+def allreduce(buf, wire, x=None):
+    """Sum `x` (default: buf itself, in place) over all ranks of wire.comm into buf, with
+    MPI_Allreduce."""
     if wire.size == 1:
+        if x is not None and x is not buf:
+            wire.xp.copyto(buf, x)
         return
     wire.bytes_sent += bytes_sent(buf.size, buf.itemsize, wire.size)
-    wire.allreduce_inplace(buf)
+    wire.allreduce(buf, x)
 
 
 def choice(count: int, itemsize: int, nranks: int) -> str:

@@ -34,8 +34,9 @@ def _communicator(comm, nccl):
     return _communicators[key]
 
 
-def allreduce(buf, wire):
-    """Sum the CuPy array `buf` over all ranks of wire.comm, in place, with ncclAllReduce."""
+def allreduce(buf, wire, x=None):
+    """Sum the CuPy array `x` (default: buf, in place) over all ranks of wire.comm into
+    buf, with ncclAllReduce (which reads x and writes buf itself)."""
     if wire.xp.__name__ != "cupy":
         raise TypeError("algo='nccl' needs CuPy (GPU) arrays; use 'ring' or 'mpi' for NumPy")
     nccl = _nccl_module()
@@ -43,7 +44,8 @@ def allreduce(buf, wire):
              "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64}
     comm = _communicator(wire.comm, nccl)
     stream = wire.xp.cuda.get_current_stream()
-    comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, types[str(buf.dtype)],
+    source = buf if x is None else x
+    comm.allReduce(source.data.ptr, buf.data.ptr, buf.size, types[str(buf.dtype)],
                    nccl.NCCL_SUM, stream.ptr)
     stream.synchronize()
     wire.bytes_sent += bytes_sent(buf.size, buf.itemsize, wire.size)

@@ -22,9 +22,12 @@ from ._xp import scratch
 SERVER = 0
 
 
-def allreduce(buf, wire):
-    """Sum `buf` over all ranks of wire.comm, in place, through rank 0."""
+def allreduce(buf, wire, x=None):
+    """Sum `buf` over all ranks of wire.comm, in place, through rank 0; or, if `x` is given,
+    the sum of x (copied into buf first)."""
     p, r, xp = wire.size, wire.rank, wire.xp
+    if x is not None and x is not buf:           # this algorithm works in buf
+        xp.copyto(buf, x)
     if p == 1:
         return
     if r == SERVER:

@@ -32,9 +32,12 @@ def largest_power_of_two(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def allreduce(buf, wire):
-    """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place."""
+def allreduce(buf, wire, x=None):
+    """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place; or, if `x` is
+    given, the sum of x (copied into buf first: every step swaps the whole vector)."""
     n, r, xp = wire.size, wire.rank, wire.xp
+    if x is not None and x is not buf:           # this algorithm works in buf
+        xp.copyto(buf, x)
     if n == 1:
         return
     p = largest_power_of_two(n)

@@ -18,36 +18,43 @@ Gropp 2005:
 Each rank sends 2 (p - 1)/p m bytes, which is optimal for all-reduce: the time no longer
 grows with p once m is large, but the 2 (p - 1) latencies make it slow for small buffers.
 Works for any n (chunks differ by at most one element; some are empty when n < p) and any p.
+
+Each receive-and-add goes through ``wire.sendrecv_add``, which pipelines it in segments
+(``_xp.py``): the steps above are unchanged, only each step's transfer and addition overlap.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, scratch
+from ._xp import chunk_bounds
 
 
-def allreduce(buf, wire):
-    """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place."""
-    p, r, xp = wire.size, wire.rank, wire.xp
+def allreduce(buf, wire, x=None):
+    """Sum over all ranks of wire.comm into `buf` (1-D, contiguous): the sum of `x` (same
+    length, left unchanged) if given, else of buf's own values, in place.  Reading x
+    directly saves copying it into buf first."""
+    p, r = wire.size, wire.rank
+    x = buf if x is None else x
     if p == 1:
+        if x is not buf:
+            wire.xp.copyto(buf, x)
         return
     bounds = chunk_bounds(buf.size, p)
 
-    def chunk(i):
+    def chunk(a, i):
         i %= p
-        return buf[bounds[i]:bounds[i + 1]]
+        return a[bounds[i]:bounds[i + 1]]
 
     right, left = (r + 1) % p, (r - 1) % p
-    incoming = scratch(xp, "ring", bounds[1] - bounds[0], buf.dtype)  # chunk 0 is the largest
 
-    # 1. reduce-scatter: pass partial sums to the right, add what comes from the left
+    # 1. reduce-scatter: pass partial sums to the right, add what comes from the left.
+    #    Step 0 sends my own input; every chunk is received (and summed into buf) once.
     for s in range(p - 1):
-        mine = chunk(r - s - 1)
-        part = incoming[:mine.size]
-        wire.sendrecv(chunk(r - s), right, part, left)
-        xp.add(mine, part, out=mine)
+        partial = x if s == 0 else buf
+        wire.sendrecv_add(chunk(partial, r - s), right, chunk(buf, r - s - 1), left,
+                          base=chunk(x, r - s - 1))
 
     # 2. all-gather: rank r now owns the full sum of chunk r + 1; pass finished chunks on
     for s in range(p - 1):
-        wire.sendrecv(chunk(r + 1 - s), right, chunk(r - s), left)
+        wire.sendrecv(chunk(buf, r + 1 - s), right, chunk(buf, r - s), left)
 
 
 def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:

@@ -22,31 +22,35 @@ ring only ever talks to neighbours.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, scratch
+from ._xp import chunk_bounds
 
 
-def allreduce(buf, wire):
-    """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place."""
-    p, r, xp = wire.size, wire.rank, wire.xp
+def allreduce(buf, wire, x=None):
+    """Sum over all ranks of wire.comm into `buf` (1-D, contiguous): of `x` (left unchanged)
+    if given, else of buf's own values, in place."""
+    p, r = wire.size, wire.rank
+    x = buf if x is None else x
     if p == 1:
+        if x is not buf:
+            wire.xp.copyto(buf, x)
         return
     bounds = chunk_bounds(buf.size, p)
 
-    def shard(j):
+    def shard(a, j):
         j %= p
-        return buf[bounds[j]:bounds[j + 1]]
+        return a[bounds[j]:bounds[j + 1]]
 
-    mine = shard(r)
-    incoming = scratch(xp, "sharded-ps", mine.size, buf.dtype)
+    mine = shard(buf, r)
 
-    # 1. reduce my shard: everyone's copy of it comes to me, one sender per step
+    # 1. reduce my shard: everyone's copy of it comes to me, one sender per step;
+    #    the others' shards of my input go out unchanged
     for k in range(1, p):
-        wire.sendrecv(shard(r + k), (r + k) % p, incoming, (r - k) % p)
-        xp.add(mine, incoming, out=mine)
+        wire.sendrecv_add(shard(x, r + k), (r + k) % p, mine, (r - k) % p,
+                          base=shard(x, r) if k == 1 else mine)
 
     # 2. gather: my finished shard goes to everyone, theirs come to me
     for k in range(1, p):
-        wire.sendrecv(mine, (r + k) % p, shard(r - k), (r - k) % p)
+        wire.sendrecv(mine, (r + k) % p, shard(buf, r - k), (r - k) % p)
 
 
 def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:

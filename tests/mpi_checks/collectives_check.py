@@ -1,8 +1,9 @@
 """Run under mpiexec: every exact algorithm against MPI's own Allreduce (the oracle).
 
 Loops over algorithms (every one of mpi_impl.ALGORITHMS but nccl, which needs GPUs),
-lengths (0, 1, fewer than the ranks, odd, larger), dtypes and shapes, and also runs each
-algorithm through host staging (a NumPy array pretending to be device memory).  Prints every mismatch and exits 1 if there was any, on every rank.
+lengths (0, 1, fewer than the ranks, odd, larger), dtypes and shapes, pipeline segments that
+do not divide the chunks, and host staging (a NumPy array pretending to be device memory).
+Prints every mismatch and exits 1 if there was any, on every rank.
 """
 import sys
 
@@ -94,18 +95,38 @@ with mpi_impl.abort_on_error():
     if not close_enough(y, ref, x):
         fail("ring: list input wrong")
 
-    # host staging, as GPU arrays use it: NumPy arrays stand in for device memory
+    # pipeline segments that do not divide the chunks (sizes in bytes: 1 and 12 round to
+    # one and a fraction of an element, 1000 is not a multiple of 8), and none at all
     for algo in EXACT:
-        for n in (0, 1, 5, 1001):
-            x = data(n, "float64", seed=7 * rank + n)
-            ref = oracle(x)
-            buf = x.copy()
-            wire = Wire(comm, np, stage=True)
-            mpi_impl._MODULES[algo].allreduce(buf, wire)
-            if not close_enough(buf, ref, x):
-                fail(f"staged {algo} n={n}: wrong result")
-            if p > 1 and n > 0 and wire.bytes_staged == 0:
-                fail(f"staged {algo} n={n}: nothing went through host buffers")
+        for segment in (None, 1, 12, 1000):
+            for n in (1, p + 1, 1001, 4097):
+                x = data(n, "float64", seed=11 * rank + n)
+                ref = oracle(x)
+                before = x.copy()
+                sent0 = mpi_impl.bytes_sent_by_algo[algo]
+                y = mpi_impl.allreduce(x, algo, segment=segment)
+                where = f"{algo} segment={segment} n={n}"
+                if not np.array_equal(x, before):
+                    fail(f"{where}: the input was modified")
+                if not close_enough(y, ref, x) or not same_on_all_ranks(y):
+                    fail(f"{where}: wrong result or ranks disagree")
+                if mpi_impl.bytes_sent_by_algo[algo] - sent0 != mpi_impl.bytes_sent(algo, n, 8, p, rank):
+                    fail(f"{where}: bytes sent differ from bytes_sent()")
+
+    # host staging, as GPU arrays use it: NumPy arrays stand in for device memory,
+    # in whole messages and in segments (then the copies to and from the host are pipelined)
+    for algo in EXACT:
+        for segment in (None, 40):
+            for n in (0, 1, 5, 1001):
+                x = data(n, "float64", seed=7 * rank + n)
+                ref = oracle(x)
+                buf = np.empty_like(x)
+                wire = Wire(comm, np, stage=True, segment=segment)
+                mpi_impl._MODULES[algo].allreduce(buf, wire, x)
+                if not close_enough(buf, ref, x):
+                    fail(f"staged {algo} segment={segment} n={n}: wrong result")
+                if p > 1 and n > 0 and wire.bytes_staged == 0:
+                    fail(f"staged {algo} segment={segment} n={n}: nothing went through host buffers")
 
 bad = np.array([len(failures)])
 comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
