@@ -36,7 +36,7 @@ _MODULES = {"ring": ring, "recursive-doubling": recursive_doubling,
 #: (counted message by message; "mpi" and "nccl" hold the nominal 2 (p-1)/p m per call)
 bytes_sent_by_algo = {name: 0 for name in ALGORITHMS}
 
-__all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "OneBitAllreduce", "abort_on_error",
+__all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "seconds", "SEGMENT_BYTES", "OneBitAllreduce", "abort_on_error",
            "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES", "pick_device"]
 
 
@@ -90,3 +90,15 @@ def bytes_sent(algo: str, count: int, itemsize: int, nranks: int, rank: int = 0)
     if algo not in _MODULES:
         raise ValueError(unknown_algorithm(algo, ALGORITHMS))
     return _MODULES[algo].bytes_sent(count, itemsize, nranks, rank)
+
+
+def seconds(algo: str, count: int, itemsize: int, nranks: int, alpha: float, beta: float,
+            gamma: float) -> float:
+    """The alpha-beta-gamma time of one all-reduce of `count` elements with `algo`, as its
+    file's docstring states it: alpha seconds per message, beta per byte sent, gamma per
+    byte added, nothing overlapped.  mpi_impl.bench prints it as the "bound"."""
+    if algo not in _MODULES:
+        raise ValueError(unknown_algorithm(algo, ALGORITHMS))
+    if nranks == 1:
+        return 0.0
+    return _MODULES[algo].seconds(count, itemsize, nranks, alpha, beta, gamma)

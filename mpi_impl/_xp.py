@@ -329,25 +329,21 @@ class Wire:
         self.comm.Recv(into, source, 0)
         self._deliver(into, a)
 
-    def alltoallv(self, send, send_counts, recv, recv_counts):
-        """Rank i gets the i-th piece of `send`; pieces are contiguous, counts in elements."""
-        self.bytes_sent += (sum(send_counts) - send_counts[self.rank]) * send.itemsize
+    def exchange(self, sends, receives, arrived):
+        """Post every (array, peer) of `sends` and every (array, peer) of `receives` at
+        once, and call arrived(k) as soon as receive k has landed (in arrival order, while
+        the others are still travelling).  Returns when everything has been sent."""
         self._sync()
-        out, into = self._outgoing(send, "send"), self._incoming(recv, "recv")
-        self.comm.Alltoallv([out, (list(send_counts), _offsets(send_counts))],
-                            [into, (list(recv_counts), _offsets(recv_counts))])
-        self._deliver(into, recv)
-
-    def allgatherv(self, send, recv, recv_counts):
-        """Everyone's `send` piece, concatenated in rank order, into `recv` on every rank.
-
-        Counted as sending one's own piece to each of the other size-1 ranks.
-        """
-        self.bytes_sent += send.nbytes * (self.size - 1)
-        self._sync()
-        out, into = self._outgoing(send, "send"), self._incoming(recv, "recv")
-        self.comm.Allgatherv(out, [into, (list(recv_counts), _offsets(recv_counts))])
-        self._deliver(into, recv)
+        out = [self._outgoing(a, f"xsend{k}") for k, (a, _) in enumerate(sends)]
+        into = [self._incoming(a, f"xrecv{k}") for k, (a, _) in enumerate(receives)]
+        posted = [self.comm.Irecv(h, peer, 0) for h, (_, peer) in zip(into, receives)]
+        sent = [self.comm.Isend(h, peer, 0) for h, (_, peer) in zip(out, sends)]
+        self.bytes_sent += sum(a.nbytes for a, peer in sends if peer != self.rank)
+        for _ in receives:
+            k = MPI.Request.Waitany(posted)
+            self._deliver(into[k], receives[k][0])
+            arrived(k)
+        MPI.Request.Waitall(sent)
 
     def allreduce(self, buf, x=None):
         """MPI's own Allreduce(SUM) of x into buf (in place if x is None or buf).  Bytes are
@@ -360,11 +356,3 @@ class Wire:
             host = self._incoming(buf, "recv")
             self.comm.Allreduce(self._outgoing(x, "send"), host, op=MPI.SUM)
         self._deliver(host, buf)
-
-
-def _offsets(counts) -> list[int]:
-    offsets, total = [], 0
-    for c in counts:
-        offsets.append(total)
-        total += c
-    return offsets

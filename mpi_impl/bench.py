@@ -17,6 +17,19 @@ is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 
+**The bound.**  Before the table, the bench measures this machine's alpha, beta and gamma
+(:func:`measure`: a ping-pong between ranks 0 and 1, and every rank adding two arrays larger
+than the caches at once) and prints, for every row, the algorithm's alpha-beta-gamma time
+with them (``mpi_impl.seconds``: each file's cost formula, transfers and additions one after
+the other) and "of bound" = bound / time.  1 means the run is as fast as its cost model says
+the machine allows; a pipelined algorithm can pass 1 by overlapping its additions with its
+transfers, or by adding segments still in cache.  For 1bit the bound adds the
+encode/decode seconds the instance measured during the timed calls (codec_s).
+
+**Segments.**  ``--segment 256K,1M,none`` times ring, halving-doubling and sharded-ps once
+per pipeline segment size ("none": the textbook steps, whole chunks then the additions);
+the default is the library's (mpi_impl.SEGMENT_BYTES).
+
 A bad command line (an unknown or old algorithm name, a bad size) is one line on stderr and
 exit code 2 on every rank.
 """
@@ -71,45 +84,135 @@ def time_interleaved(calls, comm, iters: int, warmup: int):
     return times
 
 
-def prepare(algo, x, comm, args, sync):
-    """A function doing one all-reduce of x with `algo`, and the bytes it sends per rank."""
+PIPELINED = ("ring", "halving-doubling", "sharded-ps")     # the algorithms with segments
+
+
+def parse_segments(text: str) -> list:
+    """'256K,1M,none' -> [262144, 1048576, None]."""
+    return [None if t.strip().lower() == "none" else parse_size(t) for t in text.split(",")]
+
+
+def measure(comm, xp, cuda_aware=None, repeats: int = 5):
+    """This machine's alpha (s per message), beta (s per byte sent) and gamma (s per byte
+    added), and the copy rate (bytes copied per s), the inputs of the bound.
+
+    alpha, beta: ping-pong between ranks 0 and 1 through a Wire (host staging included,
+    as the algorithms pay it), the others waiting: alpha is half the best round trip of
+    8 bytes, beta half the best round trip of 4 MiB, less alpha, per byte.  gamma: every
+    rank at once runs xp.add(a, b, out=a) on 64 MiB arrays (larger than the caches, and all
+    ranks share the memory, as in a ring step); the slowest rank's best time per byte."""
+    p, rank = comm.Get_size(), comm.Get_rank()
+    wire = mpi_impl.make_wire(comm, xp, cuda_aware)
+
+    def round_trip(nbytes):
+        a = xp.zeros(nbytes // 4, np.float32)
+        best = float("inf")
+        for _ in range(repeats + 1):                 # the first round warms up
+            comm.Barrier()
+            start = MPI.Wtime()
+            if rank == 0:
+                wire.send(a, 1)
+                wire.recv(a, 1)
+            elif rank == 1:
+                wire.recv(a, 0)
+                wire.send(a, 0)
+            best = min(best, MPI.Wtime() - start)
+        return comm.bcast(best, root=0)
+
+    def slowest_best(work):
+        times = []
+        for _ in range(repeats + 1):
+            comm.Barrier()
+            start = MPI.Wtime()
+            work()
+            times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+        return min(times[1:])
+
+    alpha = beta = 0.0
+    if p > 1:
+        alpha = round_trip(8) / 2
+        beta = max(round_trip(4 << 20) / 2 - alpha, 0.0) / (4 << 20)
+    n = (64 << 20) // 4
+    a, b = xp.ones(n, np.float32), xp.ones(n, np.float32)
+    sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
+    gamma = slowest_best(lambda: (xp.add(a, b, out=a), sync())) / (4 * n)
+    copy = 4 * n / slowest_best(lambda: (xp.copyto(a, b), sync()))
+    return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else float("inf"),
+            "gamma_gbs": 1 / gamma / 1e9, "copy_gbs": copy / 1e9,
+            "alpha": alpha, "beta": beta, "gamma": gamma}
+
+
+def prepare(algo, x, comm, args, sync, segment):
+    """A function doing one all-reduce of x with `algo`, the bytes it sends per rank, and a
+    function giving the codec seconds per call so far (0 but for 1bit)."""
     if algo == "1bit":
         onebit = mpi_impl.OneBitAllreduce(comm, cuda_aware=args.cuda_aware)
         onebit(x)                                    # checks arguments, builds the plan
         before = onebit.bytes_sent
         onebit(x)
-        return (lambda: (onebit(x), sync())), onebit.bytes_sent - before
+        calls, start = [0], onebit.codec_s
+
+        def call():
+            onebit(x)
+            sync()
+            calls[0] += 1
+        return call, onebit.bytes_sent - before, lambda: (onebit.codec_s - start) / max(calls[0], 1)
     out = x.copy()                                   # reused, as a training loop would
     mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware)   # checked once
     sent = mpi_impl.bytes_sent(algo, x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
     call = lambda: (mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware,
-                                       check=False), sync())
-    return call, sent
+                                       check=False, segment=segment), sync())
+    return call, sent, lambda: 0.0
 
 
-def bench_size(algos, nbytes, args, comm, xp):
-    """One table row per algorithm for buffers of `nbytes` bytes."""
+def variants(algos, segments):
+    """(algo, segment) pairs to time: every segment size for the pipelined algorithms."""
+    return [(algo, segment) for algo in algos
+            for segment in (segments if algo in PIPELINED else [mpi_impl.SEGMENT_BYTES])]
+
+
+def bound(algo, count, itemsize, p, machine, codec_s):
+    """The alpha-beta-gamma seconds of one call with this machine's measured figures."""
+    figures = (machine["alpha"], machine["beta"], machine["gamma"])
+    if algo == "1bit":
+        return mpi_impl.onebit.seconds(count, itemsize, p, *figures) + codec_s
+    return mpi_impl.seconds(algo, count, itemsize, p, *figures)
+
+
+def bench_size(runs, nbytes, args, comm, xp, machine):
+    """One table row per (algorithm, segment) for buffers of `nbytes` bytes."""
     p = comm.Get_size()
     dtype = np.dtype(args.dtype)
     count = nbytes // dtype.itemsize
     x = xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
     sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
-    prepared = [prepare(algo, x, comm, args, sync) for algo in algos]
-    times = time_interleaved([call for call, _ in prepared], comm, args.iters, args.warmup)
-    sent = np.array([bytes_ for _, bytes_ in prepared], dtype=np.int64)
+    prepared = [prepare(algo, x, comm, args, sync, segment) for algo, segment in runs]
+    times = time_interleaved([call for call, _, _ in prepared], comm, args.iters, args.warmup)
+    sent = np.array([bytes_ for _, bytes_, _ in prepared], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, sent, op=MPI.MAX)          # the busiest rank's bytes
+    codec = np.array([codec_s() for _, _, codec_s in prepared])
+    comm.Allreduce(MPI.IN_PLACE, codec, op=MPI.MAX)
     rows = []
-    for j, algo in enumerate(algos):
+    for j, (algo, segment) in enumerate(runs):
         seconds = float(times[:, j].mean())
         algbw = count * dtype.itemsize / seconds / 1e9
-        rows.append({"algo": algo, "size_bytes": count * dtype.itemsize, "count": count,
+        limit = bound(algo, count, dtype.itemsize, p, machine, float(codec[j]))
+        rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED else None,
+                     "size_bytes": count * dtype.itemsize, "count": count,
                      "dtype": dtype.name, "ranks": p, "time_us": seconds * 1e6,
                      "median_us": float(np.median(times[:, j])) * 1e6,
                      "min_us": float(times[:, j].min()) * 1e6,
                      "max_us": float(times[:, j].max()) * 1e6,
                      "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (p - 1) / p,
+                     "bound_us": limit * 1e6, "of_bound": limit / seconds if p > 1 else None,
                      "sent_per_rank_bytes": int(sent[j])})
     return rows
+
+
+def segment_name(row) -> str:
+    if row["segment_bytes"] is None:
+        return "-" if row["algo"] not in PIPELINED else "none"
+    return human(row["segment_bytes"])
 
 
 PROG = "mpi_impl.bench"
@@ -132,6 +235,9 @@ def run(argv):
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--cuda-aware", action="store_true", default=None,
                         help="pass GPU buffers straight to MPI (default: MPI_IMPL_CUDA_AWARE)")
+    parser.add_argument("--segment", default=human(mpi_impl.SEGMENT_BYTES),
+                        help="pipeline segment sizes for ring, halving-doubling and sharded-ps, "
+                             "e.g. 256K,1M,none (none: the textbook steps)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (rank 0)")
     args = parser.parse_args(argv)
 
@@ -139,6 +245,9 @@ def run(argv):
     algos = args.algo
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
+        segments = parse_segments(args.segment)
+        if 0 in segments:
+            raise ValueError("a --segment of 0 bytes: use none for whole messages")
     except ValueError as exc:
         raise UsageError(str(exc)) from None     # the same on every rank: all exit with code 2
     if args.iters < 1 or args.warmup < 0:
@@ -155,23 +264,34 @@ def run(argv):
         print(f"# mpi_impl.bench: {comm.Get_size()} ranks, device {args.device}, {args.dtype}, "
               f"{args.iters} iterations after {args.warmup} warm-up; time = slowest rank, mean "
               f"over iterations; algbw, busbw from the mean")
-        print(f"# {MPI.Get_library_version().splitlines()[0].strip()}")
-        print(f"{'size':>8} {'algo':>18} {'time(us)':>12} {'median(us)':>12} {'algbw(GB/s)':>12} "
-              f"{'busbw(GB/s)':>12} {'sent/rank(B)':>14}")
+        print(f"# {MPI.Get_library_version().splitlines()[0].strip()}", flush=True)
+    with mpi_impl.abort_on_error(comm):
+        machine = measure(comm, xp, args.cuda_aware)
+    if rank0:
+        print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us and beta "
+              f"{machine['beta_gbs']:.2f} GB/s (ping-pong 0<->1, 8 B and 4 MiB), gamma "
+              f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
+              f"(64 MiB, all ranks at once)")
+        print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
+              f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
+              f"{'sent/rank(B)':>14}")
     rows = []
     with mpi_impl.abort_on_error(comm):
         for nbytes in sizes:
-            for row in bench_size(algos, nbytes, args, comm, xp):
+            for row in bench_size(variants(algos, segments), nbytes, args, comm, xp, machine):
                 rows.append(row)
                 if rank0:
-                    print(f"{human(row['size_bytes']):>8} {row['algo']:>18} {row['time_us']:12.1f} "
-                          f"{row['median_us']:12.1f} "
+                    share = "-" if row["of_bound"] is None else f"{row['of_bound']:.2f}"
+                    print(f"{human(row['size_bytes']):>8} {row['algo']:>18} {segment_name(row):>8} "
+                          f"{row['time_us']:12.1f} {row['median_us']:12.1f} "
                           f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
+                          f"{row['bound_us']:10.1f} {share:>9} "
                           f"{row['sent_per_rank_bytes']:14d}", flush=True)
     if rank0 and args.json:
+        figures = {k: v for k, v in machine.items() if k.endswith(("_us", "_gbs"))}
         with open(args.json, "w") as f:
             json.dump({"ranks": comm.Get_size(), "device": args.device, "iters": args.iters,
-                       "warmup": args.warmup, "rows": rows}, f, indent=1)
+                       "warmup": args.warmup, "machine": figures, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -96,3 +96,11 @@ def bytes_sent(count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
     if rank + p < nranks:
         sent += count                               # the unfold
     return sent * itemsize
+
+
+def seconds(count: int, itemsize: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """T_hd above for `count` elements (p the largest power of two <= n): the time with no
+    overlap of transfer and addition."""
+    p, m = largest_power_of_two(n), count * itemsize
+    fold = 2 * (alpha + m * beta) + m * gamma if p < n else 0.0
+    return 2 * (p.bit_length() - 1) * alpha + (p - 1) / p * m * (2 * beta + gamma) + fold

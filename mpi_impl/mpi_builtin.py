@@ -56,3 +56,10 @@ def bytes_sent(count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
     module = {"recursive-doubling": recursive_doubling,
               "halving-doubling": halving_doubling}[choice(count, itemsize, nranks)]
     return sum(module.bytes_sent(count, itemsize, nranks, r) for r in range(nranks)) // nranks
+
+
+def seconds(count: int, itemsize: int, nranks: int, alpha: float, beta: float, gamma: float) -> float:
+    """The cost of the algorithm MPICH picks (:func:`choice`)."""
+    module = {"recursive-doubling": recursive_doubling,
+              "halving-doubling": halving_doubling}[choice(count, itemsize, nranks)]
+    return module.seconds(count, itemsize, nranks, alpha, beta, gamma)

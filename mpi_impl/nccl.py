@@ -54,3 +54,9 @@ def allreduce(buf, wire, x=None):
 def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
     """Nominal bytes per rank for NCCL's ring: 2 (p - 1)/p m (NCCL does not report them)."""
     return 2 * (p - 1) * count * itemsize // p
+
+
+def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
+    """A ring's cost (ring.seconds); NCCL's real rings depend on the GPUs' links."""
+    from . import ring
+    return ring.seconds(count, itemsize, p, alpha, beta, gamma)

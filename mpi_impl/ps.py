@@ -47,3 +47,9 @@ def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
     if p == 1:
         return 0
     return (p - 1) * count * itemsize if rank == SERVER else count * itemsize
+
+
+def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
+    """The server's time: p - 1 receives and adds, then p - 1 sends, one after another."""
+    m = count * itemsize
+    return 2 * (p - 1) * (alpha + m * beta) + (p - 1) * m * gamma

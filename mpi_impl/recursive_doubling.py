@@ -89,3 +89,11 @@ def bytes_sent(count: int, itemsize: int, nranks: int, rank: int = 0) -> int:
         return m                                   # the fold only
     steps = p.bit_length() - 1                     # log2 p
     return steps * m + (m if rank + p < nranks else 0)
+
+
+def seconds(count: int, itemsize: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """log2(p) (alpha + m beta + m gamma), plus the fold and unfold when n is not a power of
+    two (2 alpha + 2 m beta + m gamma; p the largest power of two <= n)."""
+    p, m = largest_power_of_two(n), count * itemsize
+    fold = 2 * (alpha + m * beta) + m * gamma if p < n else 0.0
+    return (p.bit_length() - 1) * (alpha + m * beta + m * gamma) + fold

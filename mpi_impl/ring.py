@@ -65,3 +65,9 @@ def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
     size = lambda i: b[i % p + 1] - b[i % p]
     sent = sum(size(rank - s) for s in range(p - 1)) + sum(size(rank + 1 - s) for s in range(p - 1))
     return sent * itemsize
+
+
+def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
+    """T_ring above for `count` elements: the time with no overlap of transfer and addition."""
+    m = count * itemsize
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma

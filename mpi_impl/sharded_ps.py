@@ -60,3 +60,9 @@ def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
     b = chunk_bounds(count, p)
     own = b[rank + 1] - b[rank]
     return ((count - own) + (p - 1) * own) * itemsize
+
+
+def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
+    """T_sharded above for `count` elements: the time with no overlap of transfer and addition."""
+    m = count * itemsize
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma

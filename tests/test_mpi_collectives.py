@@ -39,6 +39,56 @@ def test_bench_prints_a_table_and_writes_json(tmp_path, mpirun):
         assert r["busbw_gbs"] == pytest.approx(r["algbw_gbs"])   # 2 (p-1)/p = 1 for p = 2
     ring64k = next(r for r in rows if r["algo"] == "ring" and r["size_bytes"] == 65536)
     assert ring64k["sent_per_rank_bytes"] == 65536                # 2 (p-1)/p m
+    # the bound: the ring's alpha-beta-gamma time with the figures the bench measured
+    machine = json.loads(out.read_text())["machine"]
+    alpha, beta, gamma = machine["alpha_us"] * 1e-6, 1e-9 / machine["beta_gbs"], 1e-9 / machine["gamma_gbs"]
+    assert alpha > 0 and beta > 0 and gamma > 0
+    m = 65536
+    expected = 2 * alpha + m * beta + m / 2 * gamma              # p = 2: 2(p-1) alpha + ...
+    assert ring64k["bound_us"] * 1e-6 == pytest.approx(expected, rel=1e-9)
+    assert ring64k["of_bound"] == pytest.approx(ring64k["bound_us"] / ring64k["time_us"])
+    assert "bound(us)" in lines[0] and "of bound" in proc.stdout
+    onebit = next(r for r in rows if r["algo"] == "1bit" and r["size_bytes"] == 65536)
+    assert onebit["bound_us"] > 0 and onebit["segment_bytes"] is None
+
+
+def test_bench_times_every_segment_size(tmp_path, mpirun):
+    out = tmp_path / "bench.json"
+    proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", "ring,mpi", "--sizes", "64K",
+                      "--segment", "4K,1000,none", "--iters", "2", "--warmup", "1",
+                      "--json", str(out)], timeout=60)
+    assert proc.returncode == 0, _explain(proc)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["algo"], r["segment_bytes"]) for r in rows] == \
+        [("ring", 4096), ("ring", 1000), ("ring", None), ("mpi", None)]
+    proc = mpirun(2, ["-m", "mpi_impl.bench", "--segment", "0"], timeout=30)
+    assert proc.returncode == 2 and "none for whole messages" in proc.stderr, _explain(proc)
+
+
+@pytest.mark.parametrize("n", range(2, 10))
+@pytest.mark.parametrize("algo", ["ring", "recursive-doubling", "halving-doubling"])
+def test_seconds_match_dpsim_closed_forms(algo, n):
+    """mpi_impl's cost formulas against dpsim.analytic's, written separately."""
+    import mpi_impl
+    from dpsim import analytic
+    formula = {"ring": analytic.ring, "recursive-doubling": analytic.recursive_doubling,
+               "halving-doubling": analytic.halving_doubling}[algo]
+    alpha, beta, gamma = 3e-6, 1e-10, 2.5e-10
+    m = 1 << 20
+    assert mpi_impl.seconds(algo, m // 4, 4, n, alpha, beta, gamma) == \
+        pytest.approx(formula(n, m, alpha, beta, gamma), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("algo", ["ring", "halving-doubling", "sharded-ps", "mpi"])
+def test_seconds_beta_term_is_the_bytes_each_rank_sends(algo, n):
+    """With alpha = gamma = 0 and beta = 1 s/byte, the time is the bytes a rank sends,
+    counted by replaying the schedule (bytes_sent), for a power of two and m divisible by n."""
+    import mpi_impl
+    count = 4096
+    assert mpi_impl.seconds(algo, count, 4, n, 0.0, 1.0, 0.0) == \
+        pytest.approx(mpi_impl.bytes_sent(algo, count, 4, n))
+    assert mpi_impl.seconds(algo, count, 4, 1, 1.0, 1.0, 1.0) == 0.0
 
 
 @pytest.mark.parametrize("algo, words", [
