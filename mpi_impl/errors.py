@@ -9,8 +9,9 @@ Two rules keep an MPI program from hanging:
    when any rank is wrong.
 2. **Abort on anything else.**  An unexpected exception on one rank must not leave the
    others blocked: :func:`abort_on_error` (a context manager) and :func:`install_excepthook`
-   print the error and call ``MPI.COMM_WORLD.Abort(1)``, which ends every process of the
-   job, so ``mpiexec`` exits non-zero.
+   print the error and call ``MPI.COMM_WORLD.Abort(1)`` (through :func:`abort_job`, which
+   first lets the message get out), which ends every process of the job, so ``mpiexec``
+   exits non-zero.
 
 The command-line programs (mpi_impl.train, mpi_impl.bench) add a third: a bad command line
 is a :class:`UsageError`, which every rank reaches alike (the same arguments); rank 0 prints
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -81,12 +83,31 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
                              f"here); every rank must use the same {name}")
 
 
+#: seconds a rank waits, its output flushed, before it calls MPI Abort (see abort_job)
+ABORT_GRACE_S = 0.3
+
+
+def abort_job(comm, code=1):
+    """End every process of the job with MPI Abort, after flushing this rank's output.
+
+    The pause: a rank's stdout and stderr are pipes to MPICH's hydra proxy, which forwards
+    them to mpiexec.  Abort kills the job's processes, and about 1 run in 15 the rank's last
+    line (the reason for the abort) was still in the pipe and got lost; flushing only moves
+    it from Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):           # closed or broken: nothing more to say
+            pass
+    time.sleep(ABORT_GRACE_S)
+    comm.Abort(code)
+
+
 def _report_and_abort(exc_type, exc, tb, comm):
     rank = MPI.COMM_WORLD.Get_rank()
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     sys.stderr.write(f"[rank {rank}] aborting the MPI job after an error:\n{text}")
-    sys.stderr.flush()
-    comm.Abort(1)
+    abort_job(comm, 1)                          # flushes, and waits for the line to get out
 
 
 @contextlib.contextmanager

@@ -29,6 +29,9 @@ process per rank. --checkpoint DIR saves every rank's state after every epoch, i
 ranks take together (mpi_impl/checkpoint.py): two generations per rank, so a rank killed
 while saving costs one epoch; --resume continues from the newest epoch that every rank has.
 Weights that became NaN or inf are never saved: the run stops with one line and exit code 1.
+--stall-timeout S ends the whole job (MPI Abort, one line naming the rank and the phase it
+waited in) when a rank makes no progress for S seconds, as happens to every other rank when
+one is stopped or hung: they wait in the all-reduce forever (mpi_impl/watchdog.py).
 
 The JSON's top level follows the simulator's result contract: iteration_time_s,
 throughput_samples_per_s, bytes_sent_per_gpu, and breakdown_s, seconds per iteration with
@@ -72,10 +75,11 @@ from mpi4py import MPI
 import mpi_impl
 from mpi_impl import checkpoint, data, nets
 from mpi_impl._xp import pick_device
-from mpi_impl.errors import Parser, UsageError, algorithm_name, usage_errors
+from mpi_impl.errors import Parser, UsageError, abort_job, algorithm_name, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD
 from mpi_impl.timeline import WORK, Timeline, write_chrome_trace
+from mpi_impl.watchdog import Watchdog
 
 PROG = "mpi_impl.train"
 
@@ -131,6 +135,9 @@ def build_parser():
     t.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum")
     t.add_argument("--seed", type=count, default=0, help="weights, data and shuffling")
     t.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: CuPy, a GPU per local rank")
+    t.add_argument("--stall-timeout", type=nonnegative_float, default=120.0, metavar="SECONDS",
+                   help="end the whole job if a rank makes no progress for this long (some rank "
+                        "stalled or dead: the others would wait in the all-reduce forever); 0 = never")
     s = p.add_argument_group("gradient synchronisation")
     s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, type=algorithm_name(mpi_impl.ALGORITHMS),
                    default="ring", help="the all-reduce algorithm (mpi_impl/README.md)")
@@ -403,6 +410,7 @@ class Replica:
     tl: Timeline
     rank: int
     size: int
+    watchdog: Watchdog                 # petted at every phase of a step
     steps_done: int = 0                # training steps taken by this process
     samples_trained: int = 0           # by all ranks together, since the very start
     progress_bar: bool = False
@@ -411,7 +419,7 @@ class Replica:
 def run_epoch(epoch, order, args, r):
     """One pass over this rank's shard (in `order`); returns this rank's (loss sum,
     correct, samples, [compute seconds of each step])."""
-    net, tl, xp = r.net, r.tl, r.net.xp
+    net, tl, xp, pet = r.net, r.tl, r.net.xp, r.watchdog.pet
     steps = len(order) // args.batch_per_rank
     loss_sum, correct, next_bar = 0.0, 0, 0.0
     compute_s = []
@@ -420,11 +428,13 @@ def run_epoch(epoch, order, args, r):
         r.steps_done += 1
 
         # 1. load
+        pet("loading", epoch + 1, step + 1)
         with tl.span("next batch", phase="data_wait"):
             x, y = next(batches)
             x, y = xp.asarray(x), xp.asarray(y)
 
         # 2. compute (with --overlap, backward starts bucket all-reduces as it goes)
+        pet("compute", epoch + 1, step + 1)
         r.averager.begin(compressed=r.samples_trained >= args.warmup_samples)
         with tl.span("forward + backward", phase="compute") as compute:
             logits = net.forward(x)
@@ -433,9 +443,11 @@ def run_epoch(epoch, order, args, r):
         compute_s.append(compute.seconds)
 
         # 3. sync: grads <- all-reduce(grads) / N (the wait: exposed_comm and compression)
+        pet("sync", epoch + 1, step + 1)
         r.averager.finish()
 
         # 4. update
+        pet("update", epoch + 1, step + 1)
         with tl.span("sgd step", phase="update"):
             r.opt.step()
 
@@ -496,8 +508,10 @@ def epoch_line(e):
             f"test metric = {100 * (1 - e['test_accuracy']):.2f}% * {e['test_samples']}")
 
 
-def train(args, comm):
+def train(args, comm, watchdog=None):
+    """Train as the arguments say; `watchdog` (mpi_impl/watchdog.py) is told of every phase."""
     rank, size = comm.Get_rank(), comm.Get_size()
+    watchdog = watchdog or Watchdog(0, rank)                 # 0: records, never fires
     train_set, test_set = load_data(args, size)
     # ---- from here on every rank passed the same checks; collectives are safe
     device = pick_device(args.device, comm, workers=args.loader_workers)
@@ -532,7 +546,8 @@ def train(args, comm):
               + (f", overlap in {len(averager.buckets)} buckets ({averager.mode})" if args.overlap else ""),
               flush=True)
 
-    replica = Replica(net, opt, averager, loader, tl, rank, size, samples_trained=samples_trained,
+    replica = Replica(net, opt, averager, loader, tl, rank, size, watchdog,
+                      samples_trained=samples_trained,
                       progress_bar=rank == 0 and stdout_is_terminal())
     comm.Barrier()
     tl.start()
@@ -545,6 +560,7 @@ def train(args, comm):
         loss_sum, correct, n, compute_s = run_epoch(epoch, order, args, replica)
         elapsed = time.perf_counter() - start
 
+        watchdog.pet("evaluation", epoch + 1)  # the others wait (here, or at the next Barrier)
         sums = np.array([loss_sum, correct, n], dtype=np.float64)
         comm.Allreduce(MPI.IN_PLACE, sums)
         per_rank = comm.gather({"totals": tl.take_totals(), "time_s": elapsed,
@@ -557,6 +573,7 @@ def train(args, comm):
             history.append(record)
             print(epoch_line(record), flush=True)
         if args.checkpoint:
+            watchdog.pet("checkpoint", epoch + 1)
             try:
                 save_checkpoint(args, comm, net, opt, averager, rng, epoch + 1,
                                 replica.samples_trained, history if rank == 0 else [], kept)
@@ -566,6 +583,7 @@ def train(args, comm):
             kept = epoch + 1
     averager.close()
 
+    watchdog.pet("output")
     events = comm.gather(tl.chrome_events(), root=0) if args.trace else None
     if rank == 0:
         if args.trace:
@@ -651,7 +669,8 @@ def main(argv=None):
     try:
         with usage_errors(PROG):
             args = parse_args(argv, comm.Get_size())
-            train(args, comm)
+            with Watchdog(args.stall_timeout, rank, prog=PROG) as watchdog:
+                train(args, comm, watchdog)
     except SystemExit:
         raise
     except Diverged as error:                   # every rank is here, for the same reason
@@ -659,8 +678,8 @@ def main(argv=None):
             print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         sys.exit(DIVERGED_EXIT)
     except BaseException as error:              # anything else: take the whole job down
-        print(f"rank {rank}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
-        comm.Abort(1)
+        print(f"rank {rank}: {type(error).__name__}: {error}", file=sys.stderr)
+        abort_job(comm, 1)                      # flushes, and waits for the line to get out
 
 
 if __name__ == "__main__":
