@@ -35,7 +35,7 @@ import tomllib
 from pathlib import Path
 
 from course import fit, launch
-from dpsim.vocabulary import ALGORITHMS, BREAKDOWN, OTHER
+from dpsim.vocabulary import ALGORITHMS, BREAKDOWN, MIB, OTHER, SEGMENT_BYTES
 
 # The algorithms both halves have: dpsim does not simulate nccl, mpi_impl does not run
 # hierarchical or dataparallel (dpsim.vocabulary.ALGORITHMS says which half has what).
@@ -53,7 +53,8 @@ def scenario_for(prof, ranks, sync, compress, batch=None):
     c, s = d.setdefault("cluster", {}), d.setdefault("sync", {})
     c.update(nodes=1, gpus_per_node=ranks, gpus_per_pcie_switch=ranks)
     s.update(strategy="none" if ranks == 1 else sync,          # the same name in both halves
-             compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False)
+             compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False,
+             segment_mib=SEGMENT_BYTES / MIB)                  # mpi_impl pipelines its steps so
     d.setdefault("data", {})["source"] = "synthetic"
     t = d.setdefault("training", {})
     t.update(iterations=40, warmup_iterations=1)     # enough draws of compute.jitter for a stable mean

@@ -17,9 +17,21 @@ from . import sharing
 from .strategies.dataparallel import segments
 
 
-def ring(n, m, alpha, beta, gamma=0.0):
-    """Reduce-scatter + all-gather: 2(n-1) steps of m/n bytes."""
-    return 2 * (n - 1) * alpha + 2 * (n - 1) / n * m * beta + (n - 1) / n * m * gamma
+def pipelined(transfer, add, message, segment):
+    """A receive-and-add step: transfer, then add (segment = 0, the textbook step), or in
+    k = ceil(message / segment) segments, each added while the next travels (sync.segment_mib):
+    max(T, G) + min(T, G) / k."""
+    if not segment:
+        return transfer + add
+    k = max(1, math.ceil(message / segment))
+    return max(transfer, add) + min(transfer, add) / k
+
+
+def ring(n, m, alpha, beta, gamma=0.0, segment=0):
+    """Reduce-scatter + all-gather: 2(n-1) steps of m/n bytes (the textbook steps:
+    2(n-1) alpha + 2(n-1)/n m beta + (n-1)/n m gamma); `segment` pipelines the reduce-scatter."""
+    c = m / n
+    return (n - 1) * (pipelined(alpha + c * beta, c * gamma, c, segment) + alpha + c * beta)
 
 
 def ps(n, m, alpha, beta, gamma=0.0):
@@ -33,9 +45,11 @@ def ps_cpu(n, m, alpha, beta_flow, gamma_host):
     return 2 * alpha + 2 * m * beta_flow + (n - 1) * m * gamma_host
 
 
-def sharded_ps(n, m, alpha, beta, gamma=0.0):
-    """Each GPU serves m/n: n-1 shards out and in over each GPU's link, twice."""
-    return 2 * alpha + 2 * (n - 1) / n * m * beta + (n - 1) / n * m * gamma
+def sharded_ps(n, m, alpha, beta, gamma=0.0, segment=0):
+    """Each GPU serves m/n: n-1 shards out and in over each GPU's link, twice
+    (2 alpha + 2(n-1)/n m beta + (n-1)/n m gamma unpipelined)."""
+    out = alpha + (n - 1) / n * m * beta
+    return pipelined(out, (n - 1) / n * m * gamma, m / n, segment) + out
 
 
 def _fold(n, m, alpha, beta, gamma):
@@ -50,11 +64,14 @@ def recursive_doubling(n, m, alpha, beta, gamma=0.0):
     return math.log2(p) * (alpha + m * beta + m * gamma) + fold
 
 
-def halving_doubling(n, m, alpha, beta, gamma=0.0):
+def halving_doubling(n, m, alpha, beta, gamma=0.0, segment=0):
     """Rabenseifner: recursive-halving reduce-scatter + recursive-doubling all-gather over the
-    largest power of two p <= n: the ring's bytes in 2 log2 p steps (plus the fold)."""
+    largest power of two p <= n: the ring's bytes in 2 log2 p steps (plus the fold); unpipelined
+    2 log2(p) alpha + 2(p-1)/p m beta + (p-1)/p m gamma.  `segment` pipelines the halving."""
     p, fold = _fold(n, m, alpha, beta, gamma)
-    return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma + fold
+    parts = [m / 2 ** (k + 1) for k in range(p.bit_length() - 1)]       # m/2, m/4, ..., m/p
+    halving = sum(pipelined(alpha + x * beta, x * gamma, x, segment) for x in parts)
+    return halving + sum(alpha + x * beta for x in parts) + fold
 
 
 def mpi(n, m, alpha, beta, gamma=0.0):

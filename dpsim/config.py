@@ -141,6 +141,9 @@ class SyncConfig:
     ps_location: str = _spec("gpu0", choices=PS_LOCATIONS)
     compression: str = _spec("none", choices=COMPRESSIONS)
     bucket_mib: float = _spec(25.0, nonneg=True, doc="gradient bucket size in MiB; 0 = one bucket after backward")
+    segment_mib: float = _spec(0.0, nonneg=True, doc="pipeline segment of the receive-and-add steps of ring, "
+                               "halving-doubling and sharded-ps, in MiB (mpi_impl's default is 1); "
+                               "0 = the textbook step: the whole chunk, then the addition")
     overlap: bool = _spec(True, doc="sync each bucket as soon as backward produces it")
     warmup_samples: int = _spec(0, nonneg=True, doc="full-precision samples before compression starts (CNTK -a)")
     staging: str = _spec("direct", choices=STAGINGS, doc="host = every message goes through host memory (MPI without CUDA awareness)")

@@ -42,7 +42,7 @@ from .machine import Machine
 from .network import Network
 from .pipeline import InputPipeline
 from .results import Run
-from .vocabulary import BREAKDOWN, split_sync_wait
+from .vocabulary import BREAKDOWN, MIB, split_sync_wait
 
 
 def node_links(sc):
@@ -69,7 +69,7 @@ class Engine:
         self.net = Network(self.env, trace)
         self.machine = Machine(self.env, self.net, self.cluster, sc.memory_bw_gbs, c.host_mem_bw_gbs, trace,
                                s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,
-                               sc.sharing, sc.wakeup_s, sc.compute.codec_gbs)
+                               sc.sharing, sc.wakeup_s, sc.compute.codec_gbs, s.segment_mib * MIB)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
         self.cpu_update = s.update_location == "cpu"

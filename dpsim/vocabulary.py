@@ -72,3 +72,9 @@ def split_sync_wait(wait_s: float, codec_s: float) -> tuple[float, float]:
 # One sign bit per value, plus one FP32 scale per block of ONEBIT_BLOCK values (Seide et al.,
 # Interspeech 2014, keep a scale per column; a fixed block is the common choice for flat buffers).
 ONEBIT_BLOCK = 256
+
+# Pipeline segment of the receive-and-add steps (ring, halving-doubling, sharded-ps):
+# mpi_impl's default (mpi_impl/_xp.py: 256 KiB to 4 MiB did equally well on a 2-core machine,
+# 64 KiB paid for its messages), and what course calibrate writes as sync.segment_mib so that
+# dpsim models the steps mpi_impl runs.  dpsim's own default stays 0, the textbook step.
+SEGMENT_BYTES = MIB

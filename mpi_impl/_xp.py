@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from dpsim import vocabulary
 from mpi4py import MPI
 
 
@@ -191,10 +192,10 @@ def _stream_synchronizer(xp):
     return lambda: xp.cuda.get_current_stream().synchronize()
 
 
-#: Bytes per pipeline segment.  Measured on a 2-core machine (2 ranks, ring, 16 and 64 MiB):
-#: 256 KiB to 4 MiB all do well, 64 KiB pays too many messages; mpi_impl.bench --segment
-#: compares sizes on your machine (mpi_impl/README.md, "Pipelining").
-SEGMENT_BYTES = 1 << 20
+#: Bytes per pipeline segment (1 MiB, dpsim.vocabulary's, shared with the simulator).
+#: Measured on a 2-core machine (2 ranks, ring, 16 and 64 MiB): 256 KiB to 4 MiB all do
+#: well, 64 KiB pays too many messages; mpi_impl.bench --segment compares sizes on yours.
+SEGMENT_BYTES = vocabulary.SEGMENT_BYTES
 
 
 def make_wire(comm, xp, cuda_aware: bool | None = None, segment: int | None = SEGMENT_BYTES) -> "Wire":

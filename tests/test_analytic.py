@@ -131,3 +131,34 @@ def test_onebit_kernels_cost_their_bytes_at_the_codec_bandwidth(codec_gbs):
                                                           + (n + 1) * launch_us * 1e-6) \
         + (4.125 * v / bw + n * launch_us * 1e-6)
     assert eng.machine.codec_s == pytest.approx(by_hand, rel=1e-9)
+
+
+def by_hand_pipeline(transfer, add, k):
+    """k segments through two stages, segment by segment: segment i has arrived at
+    (i + 1) transfer / k, and is added once it has arrived and segment i - 1 is added."""
+    added = 0.0
+    for i in range(k):
+        added = max((i + 1) * transfer / k, added) + add / k
+    return added
+
+
+@pytest.mark.parametrize("transfer, add, k", [(1.0, 0.5, 4), (0.5, 1.0, 4), (1.0, 1.0, 1), (2.0, 0.1, 7)])
+def test_pipelined_step_is_the_two_stage_pipeline(transfer, add, k):
+    assert analytic.pipelined(transfer, add, k * 100, 100) == pytest.approx(by_hand_pipeline(transfer, add, k))
+    assert analytic.pipelined(transfer, add, k * 100, 0) == transfer + add      # the textbook step
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+@pytest.mark.parametrize("strategy, formula", [
+    ("ring", analytic.ring), ("sharded-ps", analytic.sharded_ps), ("halving-doubling", analytic.halving_doubling)])
+def test_pipelined_strategies_match_closed_forms(strategy, formula, n):
+    """sync.segment_mib = 1 with additions as slow as the transfers (a 40 GB/s memory, 12.5 GB/s
+    links): the event simulation against the pipelined closed forms, and faster than textbook."""
+    m = 64e6
+    data = star(n, 12.5, 3.0, params=int(m / 4), strategy=strategy, segment_mib=1.0)
+    data["cluster"]["gpu"] = {"fp32_tflops": 15.7, "mem_bw_gbs": 40.0}
+    gamma = 3 / 40e9
+    simulated = sync_seconds(data)
+    assert simulated == pytest.approx(formula(n, m, 6e-6, 1 / 12.5e9, gamma, segment=2 ** 20), rel=0.01)
+    textbook = formula(n, m, 6e-6, 1 / 12.5e9, gamma)
+    assert simulated < 0.9 * textbook

@@ -141,7 +141,9 @@ def test_compare_predicts_the_doubling_algorithms_by_their_closed_forms(sync, fo
     sc = dpsim.load_scenario(compare.scenario_for(PROFILE, ranks, sync, "none"))
     m = 4 * PROFILE["model"]["params"]
     alpha, beta, gamma = 2 * 2e-6, 1 / 5e9, 3 / 10e9          # two hops of the profile's link; its memory
-    assert Engine(sc).sync_alone() == pytest.approx(formula(ranks, m, alpha, beta, gamma), rel=0.01)
+    # halving-doubling's steps are pipelined in mpi_impl's segments, as mpi_impl runs them
+    piped = {"segment": vocabulary.SEGMENT_BYTES} if sync == "halving-doubling" else {}
+    assert Engine(sc).sync_alone() == pytest.approx(formula(ranks, m, alpha, beta, gamma, **piped), rel=0.01)
 
 
 PROFILE = {"cluster": {"gpu": {"fp32_tflops": 0.1, "mem_bw_gbs": 10.0},

@@ -17,9 +17,11 @@ from .recursive_doubling import fold, unfold
 
 
 def exchange_step(machine, ranks, p, distance, nbytes, label, reduce):
-    yield machine.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], label)
+    moves = [(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)]
     if reduce:
-        yield machine.reduce(ranks[:p], nbytes)
+        yield from machine.send_reduce(moves, ranks[:p], nbytes, label)
+    else:
+        yield machine.send(moves, label)
 
 
 def allreduce(machine, ranks, nbytes):

@@ -10,6 +10,9 @@ Cost:  2(n-1) alpha  +  2 (n-1)/n m beta  +  (n-1)/n m gamma
 Every rank sends 2(n-1)/n m bytes, almost 2m whatever n is: the bandwidth term does not grow
 with the number of GPUs, which is why the ring scales. The latency term does.
 
+With `sync.segment_mib` > 0 each reduce-scatter step is pipelined as mpi_impl/ring.py does
+(Machine.send_reduce): the chunk's segments are added while the next ones travel.
+
 Several independent rings (one per node, say) can run at once, in lock-step: `rings` is a
 list of rank lists of equal length.
 
@@ -29,8 +32,7 @@ def reduce_scatter(machine, rings, nbytes):
     moves, ranks = neighbour_moves(rings, chunk), [rank for r in rings for rank in r]
 
     def step():
-        yield machine.send(moves, "reduce-scatter")
-        yield machine.reduce(ranks, chunk)
+        yield from machine.send_reduce(moves, ranks, chunk, "reduce-scatter")
     yield from machine.repeat(n - 1, step)
 
 

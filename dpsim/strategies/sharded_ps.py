@@ -15,6 +15,5 @@ def allreduce(machine, ranks, nbytes):
     n = len(ranks)
     shard = nbytes / n
     pairs = [(a, b, shard) for a in ranks for b in ranks if a != b]
-    yield machine.send(pairs, "shard-reduce")
-    yield machine.reduce(ranks, (n - 1) * shard)
+    yield from machine.send_reduce(pairs, ranks, (n - 1) * shard, "shard-reduce")
     yield machine.send(pairs, "shard-broadcast")
