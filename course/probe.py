@@ -38,9 +38,9 @@ import json
 import time
 
 import numpy as np
-from mpi4py import MPI
 
-import mpi_impl
+import mpi_impl                 # first: it sets up MPI as mpi_impl.train has it (single_copy.py)
+from mpi4py import MPI
 from mpi_impl import data, nets, pick_device
 from mpi_impl.errors import Parser, algorithm_names, usage_errors
 from mpi_impl.loader import Loader

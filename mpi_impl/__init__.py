@@ -11,12 +11,17 @@ One file per algorithm (ring.py, recursive_doubling.py, halving_doubling.py, ps.
 sharded_ps.py, mpi_builtin.py, nccl.py, onebit.py); each docstring gives the algorithm's
 alpha-beta-gamma cost.  The names are dpsim.vocabulary's, shared with the simulator (the
 one module of dpsim imported here).  See README.md.
-Importing this package only imports mpi4py (which initialises MPI); CuPy is imported only
-when a CuPy array is passed.
+Importing this package only imports mpi4py (which initialises MPI), after asking MPICH
+for single-copy messages where the kernel allows them (single_copy.py); CuPy is imported
+only when a CuPy array is passed.
 """
 from __future__ import annotations
 
-from mpi4py import MPI
+from . import single_copy
+
+single_copy.enable()          # before MPI starts; a program that imported mpi4py first keeps MPICH's default
+
+from mpi4py import MPI  # noqa: E402
 
 from dpsim.vocabulary import unknown_algorithm
 

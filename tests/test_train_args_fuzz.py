@@ -12,7 +12,7 @@ from mpi_impl.train import PROG, parse_args
 FLAGS = ["--model", "--width", "--depth", "--dtype", "--data", "--data-dir", "--samples", "--loader-workers",
          "--prefetch", "--decode-ms", "--batch-per-rank", "--epochs", "--lr", "--momentum", "--seed", "--device",
          "--sync", "--compress", "--warmup-samples", "--bucket-mib", "--bucket-mb", "--json", "--trace",
-         "--checkpoint", "--overlap", "--resume", "--no-error-feedback", "--bogus"]
+         "--checkpoint", "--stall-timeout", "--overlap", "--resume", "--no-error-feedback", "--bogus"]
 SWITCHES = {"--overlap", "--resume", "--no-error-feedback"}
 VALUES = st.one_of(st.sampled_from(["0", "1", "-1", "64", "nan", "inf", "-inf", "1e309", "0.5", "ring", "tree",
                                     "nccl", "1bit", "gpu", "cpu", "mlp", "cnn", "digits", "cifar10", "float64",
@@ -32,7 +32,7 @@ def test_any_command_line_parses_or_is_one_line(args, capsys, tmp_path_factory):
         assert stop.code == 2 and err.count("\n") == 1 and err.startswith(f"{PROG}: error: "), (argv, err)
         assert "Traceback" not in err
         return
-    for name in ("lr", "momentum", "decode_ms", "bucket_mib"):       # what parsed is finite
+    for name in ("lr", "momentum", "decode_ms", "bucket_mib", "stall_timeout"):   # what parsed is finite
         assert math.isfinite(getattr(parsed, name)), (argv, name)
 
 
