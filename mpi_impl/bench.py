@@ -103,7 +103,8 @@ def measure(comm, xp, cuda_aware=None, repeats: int = 5):
 
     alpha, beta: ping-pong between ranks 0 and 1 through a Wire (host staging included,
     as the algorithms pay it), the others waiting: alpha is half the best round trip of
-    8 bytes, beta half the best round trip of 64 MiB, less alpha, per byte.  gamma: every
+    8 bytes, beta half the best round trip of 64 MiB, less alpha, per byte (and, printed
+    beside it but not used, the rate of the two swapping 64 MiB both ways at once).  gamma: every
     rank at once runs xp.add(a, b, out=a) on 64 MiB arrays; the slowest rank's best time
     per byte.  64 MiB is larger than the caches: the large all-reduces whose bandwidth
     matters move data from memory, not from cache (a 4 MiB ping-pong between two cores'
@@ -135,16 +136,25 @@ def measure(comm, xp, cuda_aware=None, repeats: int = 5):
             times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
         return min(times[1:])
 
+    def exchange(nbytes):
+        """Ranks 0 and 1 swap nbytes both ways at once (as in a ring step): best, slowest rank."""
+        a, b = xp.zeros(nbytes // 4, np.float32), xp.zeros(nbytes // 4, np.float32)
+        partner = {0: 1, 1: 0}.get(rank)
+        return slowest_best(lambda: partner is None or wire.sendrecv(a, partner, b, partner))
+
     alpha = beta = 0.0
+    swap_gbs = None                             # no partner on 1 rank
     if p > 1:
         alpha = round_trip(8) / 2
         beta = max(round_trip(BIG) / 2 - alpha, 0.0) / BIG
+        swap_gbs = BIG / exchange(BIG) / 1e9
     n = BIG // 4
     a, b = xp.ones(n, np.float32), xp.ones(n, np.float32)
     sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
     gamma = slowest_best(lambda: (xp.add(a, b, out=a), sync())) / (4 * n)
     copy = 4 * n / slowest_best(lambda: (xp.copyto(a, b), sync()))
-    return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else float("inf"),
+    return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else None,
+            "exchange_gbs": swap_gbs,
             "gamma_gbs": 1 / gamma / 1e9, "copy_gbs": copy / 1e9,
             "alpha": alpha, "beta": beta, "gamma": gamma}
 
@@ -277,10 +287,12 @@ def run(argv):
     with mpi_impl.abort_on_error(comm):
         machine = measure(comm, xp, args.cuda_aware)
     if rank0:
+        rate = lambda key: "-" if machine[key] is None else f"{machine[key]:.2f}"
         print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us and beta "
-              f"{machine['beta_gbs']:.2f} GB/s (ping-pong 0<->1, 8 B and 64 MiB), gamma "
+              f"{rate('beta_gbs')} GB/s (ping-pong 0<->1, 8 B and 64 MiB), gamma "
               f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
-              f"(64 MiB, all ranks at once)")
+              f"(64 MiB, all ranks at once); not in the bound: 0<->1 exchanging 64 MiB both ways at "
+              f"once, {rate('exchange_gbs')} GB/s per direction")
         print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
               f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
               f"{'sent/rank(B)':>14}")

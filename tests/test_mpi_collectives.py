@@ -42,7 +42,7 @@ def test_bench_prints_a_table_and_writes_json(tmp_path, mpirun):
     # the bound: the ring's alpha-beta-gamma time with the figures the bench measured
     machine = json.loads(out.read_text())["machine"]
     alpha, beta, gamma = machine["alpha_us"] * 1e-6, 1e-9 / machine["beta_gbs"], 1e-9 / machine["gamma_gbs"]
-    assert alpha > 0 and beta > 0 and gamma > 0
+    assert alpha > 0 and beta > 0 and gamma > 0 and machine["exchange_gbs"] > 0
     m = 65536
     expected = 2 * alpha + m * beta + m / 2 * gamma              # p = 2: 2(p-1) alpha + ...
     assert ring64k["bound_us"] * 1e-6 == pytest.approx(expected, rel=1e-9)
@@ -63,6 +63,17 @@ def test_bench_times_every_segment_size(tmp_path, mpirun):
         [("ring", 4096), ("ring", 1000), ("ring", None), ("mpi", None)]
     proc = mpirun(2, ["-m", "mpi_impl.bench", "--segment", "0"], timeout=30)
     assert proc.returncode == 2 and "none for whole messages" in proc.stderr, _explain(proc)
+
+
+def test_bench_on_one_rank_writes_valid_json(tmp_path, mpirun):
+    out = tmp_path / "one.json"
+    proc = mpirun(1, ["-m", "mpi_impl.bench", "--algo", "ring", "--sizes", "1K", "--iters", "1",
+                      "--warmup", "0", "--json", str(out)], timeout=60)
+    assert proc.returncode == 0, _explain(proc)
+    def refuse(constant):
+        raise ValueError(f"{constant} in the JSON")
+    result = json.loads(out.read_text(), parse_constant=refuse)
+    assert result["machine"]["beta_gbs"] is None and result["rows"][0]["of_bound"] is None
 
 
 @pytest.mark.parametrize("n", range(2, 10))
