@@ -30,7 +30,7 @@ The fast path (`repeat`, with `fast=True`, the default): a collective made of id
 rounds (the 2(n-1) steps of a ring) is simulated one round in detail, and the other rounds
 are one wait of the same length. See `repeat` for exactly when that is exact.
 """
-import math
+from . import analytic
 
 
 class Machine:
@@ -106,11 +106,10 @@ class Machine:
         if not self.segment:
             yield self.reduce(endpoints, nbytes)
             return
-        transfer = self.env.now - start
         adds = {e: self.gamma(e) * nbytes for e in endpoints}
-        slowest = max(adds.values(), default=0.0)
-        k = max(1, math.ceil(max((n for _, _, n in moves), default=0) / self.segment))
-        end = start + max(transfer, slowest) + min(transfer, slowest) / k
+        message = max((n for _, _, n in moves), default=0)
+        end = start + analytic.pipelined(self.env.now - start, max(adds.values(), default=0.0),
+                                         message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on
             for e, seconds in adds.items():
                 self.trace.span(e, "reduce", end - seconds, end)

@@ -160,6 +160,14 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
     return bounds
 
 
+def load(buf, x):
+    """buf, holding x's values: x copied in, unless x is None or buf itself.  The algorithms
+    that work in buf (and every algorithm on one rank) start with it."""
+    if x is not None and x is not buf:
+        array_module(buf).copyto(buf, x)
+    return buf
+
+
 # Scratch buffers, allocated once per (array module, purpose, dtype) and grown when a larger
 # request comes: the algorithms call scratch() every time, and pay for allocation only once.
 # One set per thread, so that a communication thread never shares buffers with another.

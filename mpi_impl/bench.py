@@ -97,7 +97,7 @@ def parse_segments(text: str) -> list:
 BIG = 64 << 20                  # bytes of the bandwidth measurements
 
 
-def measure(comm, xp, cuda_aware=None, repeats: int = 5):
+def measure(comm, device, cuda_aware=None, repeats: int = 5):
     """This machine's alpha (s per message), beta (s per byte sent) and gamma (s per byte
     added), and the copy rate (bytes copied per s), the inputs of the bound.
 
@@ -109,7 +109,7 @@ def measure(comm, xp, cuda_aware=None, repeats: int = 5):
     per byte.  64 MiB is larger than the caches: the large all-reduces whose bandwidth
     matters move data from memory, not from cache (a 4 MiB ping-pong between two cores'
     caches runs ~1.5x faster here and would make the bound too tight)."""
-    p, rank = comm.Get_size(), comm.Get_rank()
+    p, rank, xp, sync = comm.Get_size(), comm.Get_rank(), device.xp, device.wait
     wire = mpi_impl.make_wire(comm, xp, cuda_aware)
 
     def round_trip(nbytes):
@@ -150,7 +150,6 @@ def measure(comm, xp, cuda_aware=None, repeats: int = 5):
         swap_gbs = BIG / exchange(BIG) / 1e9
     n = BIG // 4
     a, b = xp.ones(n, np.float32), xp.ones(n, np.float32)
-    sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
     gamma = slowest_best(lambda: (xp.add(a, b, out=a), sync())) / (4 * n)
     copy = 4 * n / slowest_best(lambda: (xp.copyto(a, b), sync()))
     return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else None,
@@ -196,14 +195,13 @@ def bound(algo, count, itemsize, p, machine, codec_s):
     return mpi_impl.seconds(algo, count, itemsize, p, *figures)
 
 
-def bench_size(runs, nbytes, args, comm, xp, machine):
+def bench_size(runs, nbytes, args, comm, device, machine):
     """One table row per (algorithm, segment) for buffers of `nbytes` bytes."""
     p = comm.Get_size()
     dtype = np.dtype(args.dtype)
     count = nbytes // dtype.itemsize
-    x = xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
-    sync = (lambda: None) if xp is np else xp.cuda.get_current_stream().synchronize
-    prepared = [prepare(algo, x, comm, args, sync, segment) for algo, segment in runs]
+    x = device.xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
+    prepared = [prepare(algo, x, comm, args, device.wait, segment) for algo, segment in runs]
     times = time_interleaved([call for call, _, _ in prepared], comm, args.iters, args.warmup)
     sent = np.array([bytes_ for _, bytes_, _ in prepared], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, sent, op=MPI.MAX)          # the busiest rank's bytes
@@ -274,7 +272,7 @@ def run(argv):
             import cupy  # noqa: F401
         except ImportError:
             raise UsageError("--device gpu needs CuPy (pip install cupy-cuda12x)") from None
-    xp = mpi_impl.pick_device(args.device, comm).xp
+    device = mpi_impl.pick_device(args.device, comm)
 
     rank0 = comm.Get_rank() == 0
     if rank0:
@@ -285,7 +283,7 @@ def run(argv):
         print(f"# {MPI.Get_library_version().splitlines()[0].strip()}; single-copy messages "
               f"(CMA, mpi_impl/single_copy.py): {cma}", flush=True)
     with mpi_impl.abort_on_error(comm):
-        machine = measure(comm, xp, args.cuda_aware)
+        machine = measure(comm, device, args.cuda_aware)
     if rank0:
         rate = lambda key: "-" if machine[key] is None else f"{machine[key]:.2f}"
         print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us and beta "
@@ -299,7 +297,7 @@ def run(argv):
     rows = []
     with mpi_impl.abort_on_error(comm):
         for nbytes in sizes:
-            for row in bench_size(variants(algos, segments), nbytes, args, comm, xp, machine):
+            for row in bench_size(variants(algos, segments), nbytes, args, comm, device, machine):
                 rows.append(row)
                 if rank0:
                     share = "-" if row["of_bound"] is None else f"{row['of_bound']:.2f}"

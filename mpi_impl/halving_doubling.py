@@ -27,20 +27,18 @@ by one rank and sent to the others, so every rank ends with the same bits.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, scratch
-from .recursive_doubling import fold, largest_power_of_two, unfold
+from ._xp import chunk_bounds, load, scratch
+from .recursive_doubling import fold, fold_seconds, largest_power_of_two, unfold
 
 
 def allreduce(buf, wire, x=None):
     """Sum over all ranks of wire.comm into `buf` (1-D, contiguous): of `x` (left unchanged)
     if given, else of buf's own values, in place."""
     n, r, xp = wire.size, wire.rank, wire.xp
-    x = buf if x is None else x
     p = largest_power_of_two(n)
     if n == 1 or p < n:                 # nothing to do, or the fold works in buf itself
-        if x is not buf:
-            xp.copyto(buf, x)
-        x = buf
+        x = load(buf, x)
+    x = buf if x is None else x
     if n == 1:
         return
 
@@ -102,5 +100,5 @@ def seconds(count: int, itemsize: int, n: int, alpha: float, beta: float, gamma:
     """T_hd above for `count` elements (p the largest power of two <= n): the time with no
     overlap of transfer and addition."""
     p, m = largest_power_of_two(n), count * itemsize
-    fold = 2 * (alpha + m * beta) + m * gamma if p < n else 0.0
-    return 2 * (p.bit_length() - 1) * alpha + (p - 1) / p * m * (2 * beta + gamma) + fold
+    return 2 * (p.bit_length() - 1) * alpha + (p - 1) / p * m * (2 * beta + gamma) \
+        + fold_seconds(count, itemsize, n, alpha, beta, gamma)

@@ -200,15 +200,16 @@ class OneBitAllreduce:
         st = plan.stripes
         encode, decode = self._encode, self._decode
 
+        signs_of = lambda j: plan.stripe_of(plan.signs_out, plan.sign_counts, j)      # stripe j's
+        scales_of = lambda j: plan.stripe_of(plan.scales_out, plan.scale_counts, j)   # wire format
+
         # 1. worker: add the residual, quantise stripe by stripe, keep what was lost
         w = plan.work
         xp.add(x.reshape(-1), plan.worker_residual, out=w)
-        sign_at = scale_at = 0
         for j in range(p):
             signs, scales = encode(w[st[j]:st[j + 1]])
-            plan.signs_out[sign_at:sign_at + signs.size] = signs
-            plan.scales_out[scale_at:scale_at + scales.size] = scales
-            sign_at, scale_at = sign_at + signs.size, scale_at + scales.size
+            signs_of(j)[...] = signs
+            scales_of(j)[...] = scales
             if self.error_feedback:
                 decode(signs, scales, st[j + 1] - st[j], plan.decoded[st[j]:st[j + 1]])
         if self.error_feedback:
@@ -234,12 +235,11 @@ class OneBitAllreduce:
                 added[0] += 1
 
         peers = [j for j in range(p) if j != rank]
-        sends = [(plan.stripe_of(plan.signs_out, plan.sign_counts, j), j) for j in peers] + \
-                [(plan.stripe_of(plan.scales_out, plan.scale_counts, j), j) for j in peers]
+        sends = [(signs_of(j), j) for j in peers] + [(scales_of(j), j) for j in peers]
         receives = [(mine(plan.signs_in, nb, j), j) for j in peers] + \
                    [(mine(plan.scales_in, ns, j), j) for j in peers]
-        xp.copyto(mine(plan.signs_in, nb, rank), plan.stripe_of(plan.signs_out, plan.sign_counts, rank))
-        xp.copyto(mine(plan.scales_in, ns, rank), plan.stripe_of(plan.scales_out, plan.scale_counts, rank))
+        xp.copyto(mine(plan.signs_in, nb, rank), signs_of(rank))
+        xp.copyto(mine(plan.scales_in, ns, rank), scales_of(rank))
         landed(rank), landed(rank)                     # my own copy needs no message
         wire.exchange(sends, receives, lambda k: landed(receives[k][1]))
         xp.add(total, plan.server_residual, out=total)
@@ -253,8 +253,6 @@ class OneBitAllreduce:
         # 5. all-gather the quantised stripes, decoding each as it lands
         out = xp.empty(x.shape, x.dtype)
         flat = out.reshape(-1)
-        signs_of = lambda j: plan.stripe_of(plan.signs_out, plan.sign_counts, j)
-        scales_of = lambda j: plan.stripe_of(plan.scales_out, plan.scale_counts, j)
         waiting = [2] * p
 
         def gathered(j):

@@ -17,7 +17,7 @@ simulator's ``ps`` strategy models.)
 """
 from __future__ import annotations
 
-from ._xp import scratch
+from ._xp import load, scratch
 
 SERVER = 0
 
@@ -26,8 +26,7 @@ def allreduce(buf, wire, x=None):
     """Sum `buf` over all ranks of wire.comm, in place, through rank 0; or, if `x` is given,
     the sum of x (copied into buf first)."""
     p, r, xp = wire.size, wire.rank, wire.xp
-    if x is not None and x is not buf:           # this algorithm works in buf
-        xp.copyto(buf, x)
+    load(buf, x)                                 # this algorithm works in buf
     if p == 1:
         return
     if r == SERVER:

@@ -24,7 +24,7 @@ Works for any length and any n.  halving_doubling.py folds and unfolds the same 
 """
 from __future__ import annotations
 
-from ._xp import scratch
+from ._xp import load, scratch
 
 
 def largest_power_of_two(n: int) -> int:
@@ -36,8 +36,7 @@ def allreduce(buf, wire, x=None):
     """Sum `buf` (1-D, contiguous) over all ranks of wire.comm, in place; or, if `x` is
     given, the sum of x (copied into buf first: every step swaps the whole vector)."""
     n, r, xp = wire.size, wire.rank, wire.xp
-    if x is not None and x is not buf:           # this algorithm works in buf
-        xp.copyto(buf, x)
+    load(buf, x)                                 # this algorithm works in buf
     if n == 1:
         return
     p = largest_power_of_two(n)
@@ -95,5 +94,12 @@ def seconds(count: int, itemsize: int, n: int, alpha: float, beta: float, gamma:
     """log2(p) (alpha + m beta + m gamma), plus the fold and unfold when n is not a power of
     two (2 alpha + 2 m beta + m gamma; p the largest power of two <= n)."""
     p, m = largest_power_of_two(n), count * itemsize
-    fold = 2 * (alpha + m * beta) + m * gamma if p < n else 0.0
-    return (p.bit_length() - 1) * (alpha + m * beta + m * gamma) + fold
+    return (p.bit_length() - 1) * (alpha + m * beta + m * gamma) \
+        + fold_seconds(count, itemsize, n, alpha, beta, gamma)
+
+
+def fold_seconds(count: int, itemsize: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """The fold and unfold of n - p ranks (p the largest power of two <= n): one message of
+    the whole vector in, one addition, one message out; 0 when n is a power of two."""
+    m = count * itemsize
+    return 2 * (alpha + m * beta) + m * gamma if largest_power_of_two(n) < n else 0.0
