@@ -69,6 +69,15 @@ class Cluster:
             return int(endpoint[4:])
         return int(endpoint[3:]) // self.gpus_per_node
 
+    def local(self, endpoint: str) -> str:
+        """The endpoint's name inside its node ("gpu3" for the fourth GPU of any node, "host",
+        "pcisw.0"); nodes are identical, so this names the same part of every node."""
+        if endpoint.startswith("gpu"):
+            return f"gpu{int(endpoint[3:]) % self.gpus_per_node}"
+        if endpoint.startswith("pcisw"):
+            return "pcisw." + endpoint.split(".")[1]
+        return endpoint.rstrip("0123456789")          # host<k>, nvsw<k>; "net" is the one switch
+
     def switch_of(self, gpu_index: int) -> str:
         k, local = divmod(gpu_index, self.gpus_per_node)
         return f"pcisw{k}.{local // self.per_switch}"

@@ -30,7 +30,20 @@ The fast path (`repeat`, with `fast=True`, the default): a collective made of id
 rounds (the 2(n-1) steps of a ring) is simulated one round in detail, and the other rounds
 are one wait of the same length. See `repeat` for exactly when that is exact.
 """
-from . import analytic
+from dataclasses import dataclass
+
+from . import analytic, symmetry
+
+
+@dataclass(frozen=True)
+class AllPairs:
+    """Every rank sends nbytes to every other rank (an all-to-all): a list of moves that
+    Machine.send can also take whole, see dpsim.symmetry."""
+    ranks: tuple
+    nbytes: float
+
+    def __iter__(self):
+        return ((a, b, self.nbytes) for a in self.ranks for b in self.ranks if a != b)
 
 
 class Machine:
@@ -75,6 +88,8 @@ class Machine:
         me = self.env.active_process
         if (self.fast and self.trace is None and me is not None and self.net.in_flight == 0
                 and self.net.owner in (None, me)):
+            if isinstance(moves, AllPairs) and list(moves.ranks) == self.cluster.gpus and self.net.owner is None:
+                return self._all_to_all(moves, staged)
             return self._remembered((tuple(moves), staged), moves, label, staged)
         return self._send(moves, label, staged)
 
@@ -108,6 +123,27 @@ class Machine:
             if outer_log is not None:
                 outer_log.extend(log)
             net.owner, net.log = outer_owner, outer_log
+        done.callbacks.append(finish)
+        return done
+
+    def _all_to_all(self, pairs, staged):
+        """Every GPU to every other on an idle network, one transfer per kind (dpsim.symmetry),
+        remembered like a step; the same exactness check as `_remembered`."""
+        net, env = self.net, self.env
+        key = (pairs, staged)
+        if key not in self.steps:
+            self.steps[key] = symmetry.all_to_all(self, pairs.nbytes, staged)
+        seconds, carried = self.steps[key]
+        net.owner = env.active_process
+        self.replayed_rounds += 1
+        done = env.timeout(seconds)
+
+        def finish(_):
+            for rank in pairs.ranks:
+                net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + (len(pairs.ranks) - 1) * pairs.nbytes
+            for ch, nbytes in carried.items():
+                ch.bytes_carried += nbytes
+            net.owner = None
         done.callbacks.append(finish)
         return done
 
@@ -147,7 +183,7 @@ class Machine:
             yield self.reduce(endpoints, nbytes)
             return
         adds = {e: self.gamma(e) * nbytes for e in endpoints}
-        message = max((n for _, _, n in moves), default=0)
+        message = moves.nbytes if isinstance(moves, AllPairs) else max((n for _, _, n in moves), default=0)
         end = start + analytic.pipelined(self.env.now - start, max(adds.values(), default=0.0),
                                          message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on

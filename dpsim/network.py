@@ -43,6 +43,7 @@ class Flow:
     label: str = ""
     src: str = ""
     dst: str = ""
+    weight: int = 1                    # identical transfers this flow stands for (dpsim.symmetry)
 
 
 class Network:
@@ -65,9 +66,10 @@ class Network:
         """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
         return self.in_flight == 0 and self.owner is None
 
-    def transfer(self, route, src, dst, nbytes, label="", overhead=0.0):
+    def transfer(self, route, src, dst, nbytes, label="", overhead=0.0, weight=1):
         """Start moving nbytes from src to dst along route; return an event for its arrival.
-        `overhead`: software seconds added to the route's latency (a library call, a copy)."""
+        `overhead`: software seconds added to the route's latency (a library call, a copy).
+        `weight`: this flow stands for that many identical ones (see share_bandwidth)."""
         env = self.env
         done = env.event()
         self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
@@ -80,7 +82,7 @@ class Network:
         if not route or nbytes <= 0:
             env.timeout(latency).callbacks.append(lambda _: self._arrive(done))
             return done
-        flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst)
+        flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst, weight=weight)
         env.timeout(latency).callbacks.append(lambda _: self._start(flow))
         return done
 
@@ -151,13 +153,17 @@ def share_bandwidth(flows):
     Every channel's fair share is (capacity left) / (unfrozen flows crossing it). The channel
     with the smallest share fills first: its flows are frozen at that share, which lowers the
     capacity and the count of the other channels they cross. A heap keeps the channels in
-    order of share; an entry made stale by such a change is skipped when it comes up."""
+    order of share; an entry made stale by such a change is skipped when it comes up.
+
+    A flow of weight w counts as w flows on every channel it crosses (and a channel it crosses
+    twice, twice): dpsim.symmetry lets one flow stand for a class of identical ones."""
     crossing = {}                                   # channel -> flows crossing it
+    users = {}                                      # channel -> unfrozen flows crossing it, weighted
     for f in flows:
         for ch in f.route:
             crossing.setdefault(ch, []).append(f)
+            users[ch] = users.get(ch, 0) + f.weight
     left = {ch: ch.bandwidth for ch in crossing}    # capacity not yet given to frozen flows
-    users = {ch: len(fs) for ch, fs in crossing.items()}
     order = {ch: i for i, ch in enumerate(crossing)}   # ties go to the channel seen first
     heap = [(ch.bandwidth / users[ch], order[ch], ch) for ch in crossing]
     heapify(heap)
@@ -173,8 +179,8 @@ def share_bandwidth(flows):
                 frozen.add(f)
                 f.rate = share
                 for ch in f.route:
-                    left[ch] -= share
-                    users[ch] -= 1
+                    left[ch] -= share * f.weight
+                    users[ch] -= f.weight
                     changed.add(ch)
         for ch in changed:
             if users[ch] > 0:

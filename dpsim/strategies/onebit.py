@@ -27,6 +27,7 @@ The kernels cost the same whatever the network, the saving is (n-1)/n m beta x 0
 wins only where beta is large next to 1/memory bandwidth, i.e. on a slow network.
 """
 
+from ..machine import AllPairs
 from ..vocabulary import ONEBIT_BLOCK
 
 BYTES_PER_VALUE = 1 / 8 + 4 / ONEBIT_BLOCK      # a sign bit per value, an FP32 scale per block
@@ -52,7 +53,7 @@ def codec_cost(values, n):
 def allreduce(machine, ranks, nbytes):
     n = len(ranks)
     stripe_q = quantised_bytes(nbytes) / n
-    pairs = [(a, b, stripe_q) for a in ranks for b in ranks if a != b]
+    pairs = AllPairs(tuple(ranks), stripe_q)     # every rank sends a stripe to every other
     quantise, combine, decode = kernels(nbytes / 4, n)
     yield machine.kernel(ranks, *quantise)
     yield machine.send(pairs, "1bit-all-to-all", staged=True)

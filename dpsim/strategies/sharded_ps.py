@@ -9,11 +9,12 @@ The same bytes as the ring in two steps instead of 2(n-1), but n(n-1) transfers 
 once: it needs a network where all pairs can talk at full speed (a switch), and it loses to
 the ring where links are shared (a PCIe uplink).
 """
+from ..machine import AllPairs
 
 
 def allreduce(machine, ranks, nbytes):
     n = len(ranks)
     shard = nbytes / n
-    pairs = [(a, b, shard) for a in ranks for b in ranks if a != b]
+    pairs = AllPairs(tuple(ranks), shard)        # every rank sends a shard to every other
     yield from machine.send_reduce(pairs, ranks, (n - 1) * shard, "shard-reduce")
     yield machine.send(pairs, "shard-broadcast")
