@@ -20,7 +20,8 @@ Wall times depend on the machine and its load; compare the two paths within one 
 
 `--strategies all` (or a list of STRATEGIES' names) runs the same cases with each way of
 synchronising instead, one child process per run, stopped after `--limit` seconds (default
-60) and reported as "> 60 s": a table of CPU seconds per strategy and GPU count.
+60) and reported as "> 60 s": a table of CPU seconds per strategy and GPU count, and for
+cases up to `--detailed-max` GPUs the detailed path's time, speed-up and difference.
 """
 import argparse
 import json
@@ -86,20 +87,20 @@ def bench(gpus: int, detailed_max: int = 64) -> dict:
     return row
 
 
-def _one(gpus, strategy, out):
+def _one(gpus, strategy, fast, out):
     try:
         sc = scenario(gpus).with_overrides(STRATEGIES[strategy])
-        out.put(timed_run(sc, fast=True))
+        out.put(timed_run(sc, fast=fast))
     except Exception as e:                       # a strategy that does not apply to this cluster
         out.put({"error": str(e).splitlines()[0]})
 
 
-def bench_strategy(gpus: int, strategy: str, limit_s: float) -> dict:
+def bench_strategy(gpus: int, strategy: str, limit_s: float, fast: bool = True) -> dict:
     """One run in a child process, stopped after limit_s seconds."""
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
-    child = ctx.Process(target=_one, args=(gpus, strategy, out), daemon=True)
+    child = ctx.Process(target=_one, args=(gpus, strategy, fast, out), daemon=True)
     child.start()
     child.join(limit_s)
     if child.is_alive():
@@ -107,6 +108,19 @@ def bench_strategy(gpus: int, strategy: str, limit_s: float) -> dict:
         child.join()
         return {"gpus": gpus, "strategy": strategy, "timed_out": True, "limit_s": limit_s}
     return {"gpus": gpus, "strategy": strategy, "timed_out": False, **out.get(timeout=5)}
+
+
+def with_detailed(row, limit_s):
+    """Add the detailed path's run of the same case (fast=False): its CPU time, the fast path's
+    speed-up over it, and how far apart the two iteration times are."""
+    if row["timed_out"] or "error" in row:
+        return row
+    d = bench_strategy(row["gpus"], row["strategy"], limit_s, fast=False)
+    row["detailed"] = d
+    if not d["timed_out"] and "error" not in d:
+        row["speedup"] = d["cpu_s"] / row["cpu_s"]
+        row["relative_difference"] = abs(row["iteration_time_s"] / d["iteration_time_s"] - 1)
+    return row
 
 
 def print_strategies(rows, cases):
@@ -123,6 +137,17 @@ def print_strategies(rows, cases):
     for r in rows:
         if "error" in r:
             print(f"  {r['strategy']} on {r['gpus']} GPUs: {r['error']}")
+    checked = [r for r in rows if "detailed" in r]
+    if checked:
+        print("detailed path (every transfer simulated) on the same cases: CPU seconds, the fast path's "
+              "speed-up, iteration times' relative difference")
+        for r in checked:
+            d = r["detailed"]
+            if d["timed_out"]:
+                print(f"{r['strategy']:>20} {r['gpus']:>6,} GPUs  > {d['limit_s']:.0f} s")
+            else:
+                print(f"{r['strategy']:>20} {r['gpus']:>6,} GPUs  {d['cpu_s']:>8.2f} s  {r['speedup']:>7.0f}x"
+                      f"  {r['relative_difference']:.1e}")
 
 
 def print_table(rows):
@@ -160,6 +185,7 @@ def main(argv=None):
         if unknown:
             p.error(f"unknown strategy {unknown[0]!r}; choose from {', '.join(STRATEGIES)} or all")
         rows = [bench_strategy(g, n, args.limit) for n in names for g in cases]
+        rows = [with_detailed(r, args.limit) if r["gpus"] <= args.detailed_max else r for r in rows]
         print(json.dumps(rows, indent=2)) if args.json else print_strategies(rows, cases)
         return
     rows = [bench(int(g), args.detailed_max) for g in cases]

@@ -9,8 +9,17 @@ def test_a_run_within_the_limit_reports_its_path_and_time():
 
 
 def test_a_run_past_the_limit_is_stopped_and_says_so():
-    row = bench.bench_strategy(1024, "sharded-ps", 0.5)
+    row = bench.bench_strategy(1024, "sharded-ps", 0.5, fast=False)    # a million flows a step
     assert row["timed_out"] and row["limit_s"] == 0.5
+
+
+def test_the_detailed_path_is_run_beside_the_fast_one_and_agrees(capsys):
+    rows = [bench.with_detailed(bench.bench_strategy(16, s, 60), 60) for s in ("ring", "sharded-ps")]
+    for row in rows:
+        assert row["path"] == "fast" and row["detailed"]["path"] == "detailed"
+        assert row["relative_difference"] < 1e-9 and row["speedup"] > 0
+    bench.print_strategies(rows, [16])
+    assert "detailed path" in capsys.readouterr().out
 
 
 def test_a_strategy_that_does_not_apply_is_an_error_row(capsys):

@@ -75,11 +75,20 @@ def test_trace_takes_the_detailed_path_with_every_span():
     assert sum(s.name == "all-gather" and s.lane.startswith("gpu0>") for s in fast.trace.spans) == steps / 2
 
 
-@pytest.mark.parametrize("strategy", ["recursive-doubling", "halving-doubling", "ps", "sharded-ps"])
-def test_strategies_without_identical_rounds_replay_the_steps_they_have_seen(strategy):
+WITHOUT_IDENTICAL_ROUNDS = [
+    {"sync.strategy": "recursive-doubling"}, {"sync.strategy": "halving-doubling"}, {"sync.strategy": "mpi"},
+    {"sync.strategy": "ps"}, {"sync.strategy": "ps", "sync.ps_location": "cpu"},
+    {"sync.strategy": "ps", "sync.ps_location": "cpu", "sync.update_location": "cpu"},
+    {"sync.strategy": "sharded-ps"}, {"sync.compression": "1bit"},
+    {"sync.strategy": "dataparallel", "cluster.nodes": 1},
+]
+
+
+@pytest.mark.parametrize("overrides", WITHOUT_IDENTICAL_ROUNDS, ids=lambda o: ",".join(f"{v}" for v in o.values()))
+def test_strategies_without_identical_rounds_replay_the_steps_they_have_seen(overrides):
     """Their steps differ inside one sync, but the same bucket's steps come back every
     iteration: Machine.send remembers them."""
-    sc = shared(**{"sync.strategy": strategy, "sync.staging": "host"})
+    sc = shared(**{"sync.staging": "host", **overrides})
     fast = Engine(sc)
     assert_same(fast.run(), Engine(sc, fast=False).run())
     assert fast.path == "fast" and fast.machine.replayed_rounds > 0
