@@ -97,6 +97,12 @@ class ComputeConfig:
     samples_per_s: float = _spec(0.0, nonneg=True, doc="measured one-GPU samples/s; sets efficiency (0 = off)")
     rate_batch: int = _spec(0, nonneg=True, doc="the per-GPU batch samples_per_s was measured at; 0 = the "
                             "scenario's one-GPU batch (training.global_batch, else batch_per_gpu)")
+    # Per-layer timing of backward (off: each layer's share of backward is its share of the
+    # FLOPs). On: convolutions and matrix products take FLOPs / (peak x efficiency), batch and
+    # layer norms move 12 bytes per value at the GPU's memory bandwidth (dpsim.models), and
+    # backward's total is shared out in those proportions, so gradients become ready, and
+    # buckets can start, when a timed backward would produce them. The total is unchanged.
+    per_layer: bool = _spec(False, doc="time each layer of backward by its kind (FLOP- or memory-bound)")
     # Random variation of each GPU's compute time per iteration (coefficient of variation;
     # seeded by training.seed): a synchronous step waits for the slowest draw.
     jitter: float = _spec(0.0, nonneg=True)

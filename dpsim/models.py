@@ -51,6 +51,13 @@ class Layer:
     name: str            # e.g. "layer3.1.conv2"
     params: int          # trainable parameters (weights + biases + norm scale/shift)
     fwd_flops: float     # forward FLOPs per sample (a multiply-add counts as 2 FLOPs)
+    norm_values: int = 0  # a batch/layer norm: values per sample it normalises (memory-bound)
+
+
+# A norm's backward reads its input and the incoming gradient and writes the outgoing one:
+# 3 FP32 arrays of its size (forward reads one and writes one). It does no counted FLOPs, so
+# its time is set by memory bandwidth, not by the GPU's FLOP rate (compute.per_layer).
+NORM_BACKWARD_BYTES_PER_VALUE = 3 * 4
 
 
 @dataclass(frozen=True)
@@ -98,10 +105,17 @@ class Model:
 
         The simulator uses this to time when each gradient is ready: layer i's gradient exists
         once the fractions of layers 0..i of the backward pass have been computed."""
+        return self.backward_time_fraction(1.0, 0.0)
+
+    def backward_time_fraction(self, s_per_flop: float, s_per_byte: float) -> list[float]:
+        """As backward_flops_fraction, with each layer's backward timed by its kind
+        (compute.per_layer): convolutions, linear layers and attention products at
+        s_per_flop per FLOP, norms at s_per_byte per byte of memory they move."""
         shares: list[float] = []
         carried = 0.0          # backward work of zero-parameter layers not yet assigned
         for layer in reversed(self.layers):
-            carried += BACKWARD_FLOPS_FACTOR * layer.fwd_flops
+            carried += (BACKWARD_FLOPS_FACTOR * layer.fwd_flops * s_per_flop
+                        + NORM_BACKWARD_BYTES_PER_VALUE * layer.norm_values * s_per_byte)
             if layer.params > 0:
                 shares.append(carried)
                 carried = 0.0
@@ -151,7 +165,8 @@ class Net:
 
     def bn(self, name: str) -> "Net":
         """Batch norm: a scale and a shift per channel (running stats are not parameters)."""
-        self.layers.append(Layer(name, 2 * self.channels, 0.0))
+        c, h, w = self.shape
+        self.layers.append(Layer(name, 2 * c, 0.0, norm_values=c * h * w))
         return self
 
     def pool(self, kernel: int, stride: int, padding: int = 0) -> "Net":
@@ -432,7 +447,7 @@ def bert(num_layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int 
     net = Net(hidden, 1)
 
     def layer_norm(name):
-        net.add(Layer(name, 2 * hidden, 0.0))
+        net.add(Layer(name, 2 * hidden, 0.0, norm_values=seq_len * hidden))
 
     net.add(Layer("embeddings.word_embeddings", vocab * hidden, 0.0))
     net.add(Layer("embeddings.position_embeddings", max_positions * hidden, 0.0))

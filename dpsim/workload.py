@@ -10,6 +10,8 @@ Compute per iteration is the GPU's time (dpsim.compute) unless one host thread c
 the kernels fast enough: with several GPUs driven by one process, forward + backward take
 max(GPU time, GPUs in the process x compute.dispatch_ms_per_gpu) -- the low GPU
 utilisation that shows up in a profile (the mxnet-vs-tf-4gpu scenario).
+With `compute.per_layer` each layer's share of backward is its time by its kind (FLOP-bound
+or, for norms, memory-bound) rather than its share of the FLOPs.
 """
 from dataclasses import dataclass
 
@@ -81,8 +83,12 @@ def build(sc) -> Workload:
     total = max(total, sc.gpus_per_host_thread * c.dispatch_ms_per_gpu / 1e3)
     forward_s, backward_s = total / 3 + c.overhead_ms / 1e3, total * 2 / 3
     grads = model.grad_bytes_backward(GRAD_BYTES_PER_PARAM)
-    buckets = make_buckets(grads, model.backward_flops_fraction(), backward_s,
-                           sc.sync.bucket_mib * MIB)
+    if c.per_layer:            # each layer timed by its kind, the total kept (see ComputeConfig.per_layer)
+        s_per_flop = 1 / (peak * 1e12 * compute.efficiency(sc.training.batch_per_gpu, c.efficiency, c.half_batch))
+        fractions = model.backward_time_fraction(s_per_flop, 1 / (sc.memory_bw_gbs * 1e9))
+    else:
+        fractions = model.backward_flops_fraction()
+    buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB)
     inp, out = input_output_bytes(sc.model.preset)
     return Workload(forward_s, backward_s, compute.update_time_s(model.params, sc.memory_bw_gbs),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

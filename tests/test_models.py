@@ -214,3 +214,34 @@ def test_custom_model_remainder_and_defaults():
 def test_custom_model_rejects_bad_figures(kwargs):
     with pytest.raises(ValueError):
         custom_model(**kwargs)
+
+
+# -- compute.per_layer: each layer of backward timed by its kind
+def test_per_layer_times_norms_by_memory_and_convs_by_flops():
+    """conv (2 x 8 x 8 x 3x3 weights on a 4x4 map) then its batch norm, computed by hand."""
+    from dpsim.models import Model
+    from dpsim.models import Net
+    net = Net(8, 4)
+    net.conv("conv", 8, 3, padding=1).bn("bn")
+    model = Model("tiny", "", tuple(net.layers), "by hand")
+    conv_flops = 2 * (8 * 8 * 3 * 3) * (4 * 4)
+    bn_values = 8 * 4 * 4
+    s_flop, s_byte = 1e-12, 1e-9
+    bn_s, conv_s = 12 * bn_values * s_byte, 2 * conv_flops * s_flop      # backward: bn first
+    assert model.backward_time_fraction(s_flop, s_byte) == pytest.approx([bn_s / (bn_s + conv_s),
+                                                                         conv_s / (bn_s + conv_s)])
+    assert model.backward_time_fraction(1.0, 0.0) == model.backward_flops_fraction()
+
+
+def test_per_layer_moves_bucket_readiness_but_not_the_iteration_on_one_gpu():
+    from dpsim import load_scenario, simulate, workload
+    base = {"cluster": {"nodes": 1, "gpus_per_node": 1, "gpu": "v100"}, "model": {"preset": "resnet50"},
+            "training": {"batch_per_gpu": 64}, "compute": {"samples_per_s": 360}, "sync": {"bucket_mib": 25}}
+    flops, timed = (load_scenario(base, {"compute.per_layer": on}) for on in (False, True))
+    wf, wt = workload.build(flops), workload.build(timed)
+    assert wt.backward_s == wf.backward_s and len(wt.buckets) == len(wf.buckets)
+    # norms sit all along the network; the first buckets (fc and the last stage, where the
+    # feature maps are small) hold fewer norm values than their FLOP share, so they come earlier
+    assert wt.buckets[0].ready_s < wf.buckets[0].ready_s
+    for sc in (flops, timed):          # a measured rate is still reproduced exactly
+        assert simulate(sc).throughput_samples_per_s == pytest.approx(360, rel=1e-9)
