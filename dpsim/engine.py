@@ -26,9 +26,11 @@ path, so its parts add up to the iteration time:
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
-replay the rest (Machine.repeat states when that is exact). `Engine(sc, fast=False)` simulates
-every round instead (the detailed path); both give the same results up to rounding, and a
-run whose replay turned out to share the network is redone on the detailed path by itself.
+replay the rest (Machine.repeat states when that is exact); a step seen before on an idle
+network is replayed from memory (Machine.send); an all-to-all among every GPU is one flow per
+kind of transfer (dpsim.symmetry). `Engine(sc, fast=False)` simulates every transfer instead
+(the detailed path); both give the same results up to rounding, and a run whose replay turned
+out to share the network is redone on the detailed path by itself.
 `python -m dpsim.bench` measures both.
 """
 import dataclasses
