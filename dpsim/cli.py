@@ -1,10 +1,11 @@
-"""The `dpsim` command: list, show, run, sweep.
+"""The `dpsim` command: list, show, run, sweep, validate.
 
     dpsim list
     dpsim show cntk-1bit-k80
     dpsim run cntk-1bit-k80 --set sync.strategy=ps --json
     dpsim run cntk-1bit-k80 --trace trace.json --plot breakdown.png
     dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8
+    dpsim validate --case v100_4node_1xedr --verbose
 A mistake in the input ends in one line naming the key and what is allowed, and exit code 2.
 """
 import argparse
@@ -91,6 +92,28 @@ def cmd_run(args):
             print(f"  {line}")
 
 
+def cmd_validate(args):
+    from . import validate          # reads published.toml only when asked
+    rows = validate.validate(args.case)
+    if args.json:
+        out = {"cases": [r.to_dict() for r in rows], "summary": validate.summary(rows)}
+        json.dump(out, sys.stdout, indent=2, allow_nan=False)
+        print()
+        return
+    print("\n".join(validate.table(rows)))
+    print(validate.summary(rows))
+    if args.verbose:
+        cases = {c["name"]: c for c in validate.load_cases()}
+        print("\nsources; what dpsim runs; what it assumes where the source is silent:")
+        for r in rows:
+            case = cases[r.name]
+            print(f"  {r.name}: {r.source}\n    dpsim: {validate.describe(case)}")
+            if "assumes" in case["dpsim"]:
+                print(f"    assumes: {case['dpsim']['assumes']}")
+    else:
+        print("sources and assumptions: dpsim validate --verbose")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dpsim", description="Simulate synchronous data-parallel training.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -112,12 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG); "
                      "with --trace also the timeline of two iterations, in FILE-timeline")
     grid.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
+    val = sub.add_parser("validate", help="dpsim's predictions beside published measurements (dpsim/published.toml)")
+    val.add_argument("--case", nargs="+", action="extend", metavar="NAME", help="only these cases (repeatable)")
+    val.add_argument("--json", action="store_true", help="print the rows and the summary as JSON")
+    val.add_argument("--verbose", action="store_true", help="list each case's source and dpsim's assumptions")
     return p
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": grid.cmd_sweep}[args.command]
+    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": grid.cmd_sweep,
+               "validate": cmd_validate}[args.command]
     try:
         handler(args)
     except ScenarioError as e:
