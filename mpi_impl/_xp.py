@@ -160,6 +160,12 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
     return bounds
 
 
+def overlaps(xp, a, b) -> bool:
+    """Whether arrays a and b may share memory (True when the module cannot tell)."""
+    check = getattr(xp, "may_share_memory", None)
+    return True if check is None else bool(check(a, b))
+
+
 def load(buf, x):
     """buf, holding x's values: x copied in, unless x is None or buf itself.  The algorithms
     that work in buf (and every algorithm on one rank) start with it."""
@@ -282,23 +288,27 @@ class Wire:
 
         Pipelined in segments of self.segment bytes (see the module docstring).  With
         segment=None, the textbook step: the whole message, then the whole addition."""
-        base = into if base is None else base
         if self.segment:
-            return self._pipelined(send, dest, into, source, base)
+            return self._pipelined(send, dest, into, source, into if base is None else base,
+                                   straight=base is not None and not overlaps(self.xp, base, into))
+        base = into if base is None else base
         landing = scratch(self.xp, "landing", into.size, into.dtype)
         self.sendrecv(send, dest, landing, source)
         self.xp.add(base, landing, out=into)
 
-    def _pipelined(self, send, dest, into, source, base):
+    def _pipelined(self, send, dest, into, source, base, straight=False):
         """Segment i of `send` goes to dest and segment i of `into` comes from source (each
         side cuts its own message, so the counts match); two segments are in flight while
-        the one before them is delivered and, unless base is None, added: into = base + it."""
+        the one before them is delivered and, unless base is None, added: into = base + it.
+        straight (base is separate memory): segments land in `into` itself and base is added
+        in place, which moves 3 bytes of memory per byte added where adding into a third
+        array moves 4 (the write needs its cache line read first)."""
         xp, seg = self.xp, max(1, self.segment // into.itemsize)
         cut = lambda a, i: a[i * seg:(i + 1) * seg]
         sends, recvs = -(-send.size // seg), -(-into.size // seg)     # 0 for an empty message
         if dest != self.rank:
             self.bytes_sent += send.nbytes
-        landing = None if base is None else scratch(xp, "landing", 2 * seg, into.dtype)
+        landing = None if base is None or straight else scratch(xp, "landing", 2 * seg, into.dtype)
         self._sync()                            # send's data (and base) are computed
 
         def post(i):
@@ -323,7 +333,9 @@ class Wire:
             MPI.Request.Waitall(requests)
             if i < recvs:
                 self._deliver(host, target)
-                if base is not None:
+                if straight:
+                    xp.add(target, cut(base, i), out=target)
+                elif base is not None:
                     xp.add(cut(base, i), target, out=cut(into, i))
             pending = ahead
 

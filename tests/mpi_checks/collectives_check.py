@@ -112,6 +112,10 @@ with mpi_impl.abort_on_error():
                     fail(f"{where}: wrong result or ranks disagree")
                 if mpi_impl.bytes_sent_by_algo[algo] - sent0 != mpi_impl.bytes_sent(algo, n, 8, p, rank):
                     fail(f"{where}: bytes sent differ from bytes_sent()")
+                z = x.copy()            # in place: segments must not land on values still to be added
+                mpi_impl.allreduce(z, algo, out=z, segment=segment)
+                if not close_enough(z, ref, x) or not same_on_all_ranks(z):
+                    fail(f"{where}: in place (out=x) wrong")
 
     # host staging, as GPU arrays use it: NumPy arrays stand in for device memory,
     # in whole messages and in segments (then the copies to and from the host are pipelined)
