@@ -94,7 +94,8 @@ def cmd_run(args):
 
 def cmd_validate(args):
     from . import validate          # reads published.toml only when asked
-    rows = validate.validate(args.case)
+    cases = validate.load_cases()
+    rows = validate.validate(args.case, cases)
     if args.json:
         out = {"cases": [r.to_dict() for r in rows], "summary": validate.summary(rows)}
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
@@ -103,10 +104,10 @@ def cmd_validate(args):
     print("\n".join(validate.table(rows)))
     print(validate.summary(rows))
     if args.verbose:
-        cases = {c["name"]: c for c in validate.load_cases()}
+        by_name = {c["name"]: c for c in cases}
         print("\nsources; what dpsim runs; what it assumes where the source is silent:")
         for r in rows:
-            case = cases[r.name]
+            case = by_name[r.name]
             print(f"  {r.name}: {r.source}\n    dpsim: {validate.describe(case)}")
             if "assumes" in case["dpsim"]:
                 print(f"    assumes: {case['dpsim']['assumes']}")

@@ -88,13 +88,17 @@ class Machine:
         me = self.env.active_process
         if (self.fast and self.trace is None and me is not None and self.net.in_flight == 0
                 and self.net.owner in (None, me)):
-            if isinstance(moves, AllPairs) and list(moves.ranks) == self.cluster.gpus and self.net.owner is None:
+            if isinstance(moves, AllPairs) and self.net.idle() and list(moves.ranks) == self.cluster.gpus:
                 return self._all_to_all(moves, staged)
             return self._remembered((tuple(moves), staged), moves, label, staged)
         return self._send(moves, label, staged)
 
+    def message_overhead(self, staged) -> float:
+        """Software seconds a message pays on top of its route's latency."""
+        return (self.overhead if staged else 0.0) + self.wakeup
+
     def _send(self, moves, label, staged):
-        overhead = (self.overhead if staged else 0.0) + self.wakeup
+        overhead = self.message_overhead(staged)
         events = [self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
         return self.env.all_of(events)
 
@@ -105,20 +109,21 @@ class Machine:
         makes the engine redo the run on the detailed path. Inside a round that `repeat` is
         recording, the step's transfers join that round's log."""
         net, env = self.net, self.env
+        if key in self.steps:
+            seconds, log = self.steps[key]
+
+            def book():
+                net.count_again(log, 1)
+                if net.log is not None:
+                    net.log.extend(log)
+            return self._replay(seconds, book)
         outer_owner, outer_log = net.owner, net.log
         net.owner, net.log = env.active_process, []
-        start, known = env.now, self.steps.get(key)
-        if known is None:
-            done = self._send(moves, label, staged)
-        else:
-            done = env.timeout(known[0])
-            self.replayed_rounds += 1
+        start, done = env.now, self._send(moves, label, staged)
 
         def finish(_):
-            log = net.log if known is None else known[1]
-            if known is not None:
-                net.count_again(log, 1)
-            elif not net.disturbed:
+            log = net.log
+            if not net.disturbed:
                 self.steps[key] = (env.now - start, log)
             if outer_log is not None:
                 outer_log.extend(log)
@@ -128,22 +133,32 @@ class Machine:
 
     def _all_to_all(self, pairs, staged):
         """Every GPU to every other on an idle network, one transfer per kind (dpsim.symmetry),
-        remembered like a step; the same exactness check as `_remembered`."""
-        net, env = self.net, self.env
+        remembered like a step and replayed the same way."""
         key = (pairs, staged)
         if key not in self.steps:
             self.steps[key] = symmetry.all_to_all(self, pairs.nbytes, staged)
         seconds, carried = self.steps[key]
-        net.owner = env.active_process
-        self.replayed_rounds += 1
-        done = env.timeout(seconds)
+        sent, net = (len(pairs.ranks) - 1) * pairs.nbytes, self.net
 
-        def finish(_):
+        def book():
             for rank in pairs.ranks:
-                net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + (len(pairs.ranks) - 1) * pairs.nbytes
+                net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + sent
             for ch, nbytes in carried.items():
                 ch.bytes_carried += nbytes
-            net.owner = None
+        return self._replay(seconds, book)
+
+    def _replay(self, seconds, book):
+        """One wait of `seconds` standing in for a step, its process owning the network
+        meanwhile (so anyone else's transfer shows as `net.disturbed`); `book()` books the
+        step's bytes when the wait ends."""
+        net = self.net
+        outer_owner, net.owner = net.owner, self.env.active_process
+        self.replayed_rounds += 1
+        done = self.env.timeout(seconds)
+
+        def finish(_):
+            book()
+            net.owner = outer_owner
         done.callbacks.append(finish)
         return done
 

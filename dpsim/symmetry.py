@@ -17,6 +17,8 @@ holds it to the flow-by-flow simulation.
 
 Cost: g(g-1) + g^2 flows for g GPUs per node, whatever the number of nodes.
 """
+from collections import Counter
+
 import simpy
 
 from .network import Channel, Network
@@ -32,29 +34,25 @@ def all_to_all(machine, nbytes, staged):
     at once on an otherwise idle network, as Machine.send would take them."""
     cluster = machine.cluster
     nodes = cluster.nodes
-    copies = {}                                        # channel kind -> how many channels
-    for key in cluster.channels:
-        copies[kind(cluster, key)] = copies.get(kind(cluster, key), 0) + 1
+    kinds = {ch: kind(cluster, key) for key, ch in cluster.channels.items()}
+    copies = Counter(kinds.values())                   # channel kind -> how many channels
     by_kind = {}                                       # kind -> one channel standing for them all
-    for key, ch in cluster.channels.items():
-        k = kind(cluster, key)
+    for ch, k in kinds.items():
         if k not in by_kind:
             by_kind[k] = Channel(f"{k[0]}>{k[1]}", ch.bandwidth * copies[k], ch.latency)
-    name_of = {ch: key for key, ch in cluster.channels.items()}
 
     env = simpy.Environment()
     net = Network(env)
-    overhead = (machine.overhead if staged else 0.0) + machine.wakeup
-    crossings = {}                                     # channel kind -> transfers crossing one of them
+    overhead = machine.message_overhead(staged)
+    crossings = Counter()                              # channel kind -> transfers crossing one of them
     firsts = cluster.gpus_of_node(0)
     others = cluster.gpus_of_node(1) if nodes > 1 else []
     for src in firsts:
         for dst, weight in [(d, nodes) for d in firsts if d != src] + [(d, nodes * (nodes - 1)) for d in others]:
-            route = [kind(cluster, name_of[ch]) for ch in machine.route(src, dst, staged)]
+            route = [kinds[ch] for ch in machine.route(src, dst, staged)]
             for k in route:
-                crossings[k] = crossings.get(k, 0) + weight
+                crossings[k] += weight
             net.transfer([by_kind[k] for k in route], src, dst, nbytes, overhead=overhead, weight=weight)
     env.run()
-    carried = {ch: nbytes * crossings[k] / copies[k]
-               for key, ch in cluster.channels.items() if (k := kind(cluster, key)) in crossings}
+    carried = {ch: nbytes * crossings[k] / copies[k] for ch, k in kinds.items() if k in crossings}
     return env.now, carried

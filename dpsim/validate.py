@@ -110,9 +110,10 @@ def compare(case) -> Row:
                "" if within else d.get("why_off", ""), case["source"])
 
 
-def validate(names=None, path=PUBLISHED) -> list[Row]:
-    """Every case (or those named), compared; an unknown name raises ScenarioError listing them."""
-    cases = load_cases(path)
+def validate(names=None, cases=None) -> list[Row]:
+    """Every case (or those named) of `cases` (default: published.toml's), compared; an
+    unknown name raises ScenarioError listing them."""
+    cases = load_cases() if cases is None else cases
     known = [c["name"] for c in cases]
     unknown = [n for n in names or [] if n not in known]
     if unknown:

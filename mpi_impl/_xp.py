@@ -288,22 +288,22 @@ class Wire:
 
         Pipelined in segments of self.segment bytes (see the module docstring).  With
         segment=None, the textbook step: the whole message, then the whole addition."""
-        if self.segment:
-            return self._pipelined(send, dest, into, source, into if base is None else base,
-                                   straight=base is not None and not overlaps(self.xp, base, into))
         base = into if base is None else base
+        if self.segment:
+            return self._pipelined(send, dest, into, source, base)
         landing = scratch(self.xp, "landing", into.size, into.dtype)
         self.sendrecv(send, dest, landing, source)
         self.xp.add(base, landing, out=into)
 
-    def _pipelined(self, send, dest, into, source, base, straight=False):
+    def _pipelined(self, send, dest, into, source, base):
         """Segment i of `send` goes to dest and segment i of `into` comes from source (each
         side cuts its own message, so the counts match); two segments are in flight while
         the one before them is delivered and, unless base is None, added: into = base + it.
-        straight (base is separate memory): segments land in `into` itself and base is added
-        in place, which moves 3 bytes of memory per byte added where adding into a third
-        array moves 4 (the write needs its cache line read first)."""
+        When base is separate memory (not into), segments land in `into` itself and base is
+        added in place ("straight"), which moves 3 bytes of memory per byte added where
+        adding into a third array moves 4 (the write needs its cache line read first)."""
         xp, seg = self.xp, max(1, self.segment // into.itemsize)
+        straight = base is not None and not overlaps(xp, base, into)
         cut = lambda a, i: a[i * seg:(i + 1) * seg]
         sends, recvs = -(-send.size // seg), -(-into.size // seg)     # 0 for an empty message
         if dest != self.rank:
