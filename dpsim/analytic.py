@@ -29,7 +29,9 @@ def pipelined(transfer, add, message, segment):
 
 def ring(n, m, alpha, beta, gamma=0.0, segment=0):
     """Reduce-scatter + all-gather: 2(n-1) steps of m/n bytes (the textbook steps:
-    2(n-1) alpha + 2(n-1)/n m beta + (n-1)/n m gamma); `segment` pipelines the reduce-scatter."""
+    2(n-1) alpha + 2(n-1)/n m beta + (n-1)/n m gamma); `segment` pipelines the reduce-scatter.
+    NCCL's C channels (Cluster.rings) are C rings of m/C each at once: ring(n, m / C, ...) with
+    beta the slowest hop's as one ring sees it (a NIC or NVLink of its own: the link's)."""
     c = m / n
     return (n - 1) * (pipelined(alpha + c * beta, c * gamma, c, segment) + alpha + c * beta)
 
@@ -82,11 +84,11 @@ def mpi(n, m, alpha, beta, gamma=0.0):
     return formula(n, m, alpha, beta, gamma)
 
 
-def hierarchical(nodes, g, m, alpha_intra, beta_intra, alpha_inter, beta_inter, gamma=0.0):
-    """Ring inside nodes (g GPUs), ring of m/g across nodes (g rings sharing each NIC), ring
-    inside again. beta_inter is the NIC's: each of the g rings gets 1/g of it."""
+def hierarchical(nodes, g, m, alpha_intra, beta_intra, alpha_inter, beta_inter, gamma=0.0, nics=1):
+    """Ring inside nodes (g GPUs), ring of m/g across nodes (g rings sharing the node's `nics`
+    NICs), ring inside again. beta_inter is one NIC's: each ring gets nics/g of one."""
     inside = 2 * (g - 1) * alpha_intra + 2 * (g - 1) / g * m * beta_intra + (g - 1) / g * m * gamma
-    across = 2 * (nodes - 1) * alpha_inter + 2 * (nodes - 1) / nodes * m * beta_inter \
+    across = 2 * (nodes - 1) * alpha_inter + 2 * (nodes - 1) / nodes * m / nics * beta_inter \
         + (nodes - 1) / nodes * (m / g) * gamma
     return inside + across
 

@@ -1,67 +1,92 @@
-"""The machine: nodes of GPUs, the links inside a node, one switch between nodes.
+"""The machine: nodes of GPUs, the links inside a node, NICs into one switch between nodes.
 
-Endpoints are named "gpu<i>" (i counts across all nodes) and "host<k>" (node k's CPU and
-memory, which is also where its PCIe root complex and its NIC sit). Inside a node:
+Endpoints are named "gpu<i>" (i counts across all nodes), "host<k>" (node k's CPU and memory,
+where its PCIe root complex is), "pcisw<k>.<s>" (PCIe switches), "nic<k>.<j>" (NICs) and
+"net" (the switch between nodes). Inside a node:
 
   PCIe tree    every GPU hangs off a PCIe switch; `gpus_per_pcie_switch` GPUs share one
                switch and its uplink to the host. GPU to GPU under one switch: up and down
                through the switch (peer-to-peer); under different switches: up through the
                host's root complex and down again, sharing both uplinks.
-  NVLink mesh  (intra kind "nvlink") a direct link between every pair of GPUs, each pair
-               getting the GPU's NVLink bandwidth / (GPUs in the node - 1). A simplification:
-               a DGX-1's hybrid cube mesh is not fully connected.
+  NVLink       (intra kind "nvlink") point-to-point links between pairs of GPUs, as many per
+               pair as the box has (dpsim.nvlink: the DGX-1's hybrid cube mesh, full meshes),
+               each pair's link running at (links between them) x (one link's bandwidth).
+               Pairs with no NVLink between them talk over the PCIe tree.
   NVSwitch     (intra kind "nvswitch") every GPU has its full NVLink bandwidth to a switch.
   The PCIe tree is there with NVLink too: it carries GPU <-> host traffic.
 
-Between nodes: each host has one NIC port into a single non-blocking switch ("net"), with the
-`inter` link's bandwidth each way. A GPU reaches another node through its PCIe path to its
-host, the NIC, the switch, and down again (no GPUDirect RDMA shortcut).
+Between nodes: each node has `nics_per_node` NICs, NIC j serving the GPUs l with
+l x NICs // GPUs = j (DGX A100: NIC j for GPU j), each with its own port, at the `inter`
+link's bandwidth, into one non-blocking switch ("net"). Where the NIC sits decides the route:
+  GPUDirect RDMA on   the NIC is under the PCIe switch of the GPUs it serves and reads GPU
+                      memory directly: gpu -> PCIe switch -> NIC -> net (NVIDIA, "GPUDirect
+                      RDMA", CUDA documentation). A rail-optimised node.
+  GPUDirect RDMA off  bytes go through host memory: gpu -> PCIe switch -> host -> NIC -> net,
+                      the NIC on the host's root complex (its own PCIe link).
+Host memory to another node always leaves by its node's NICs.
 
-Every link is two channels, one per direction (full duplex).
+Rings (`rings`): NCCL's channels. Over the whole cluster the all-reduce's bytes are split
+over several rings at once: inside one node every ring dpsim.nvlink finds over the NVLink
+graph (one ring on PCIe or NVSwitch, which one ring fills); across nodes one ring per NIC,
+ring c entering and leaving every node by NIC c where a node ring passes two of NIC c's GPUs
+in a row (else entering by NIC c), so that every NIC carries one ring each way.
+
+Every link is two channels, one per direction (full duplex), at the link's achievable
+bandwidth (hardware.Link.achievable_gbs: its nominal rate x its kind's efficiency).
 """
+from . import nvlink
 from .hardware import Link
 from .network import Channel
 
 
 class Cluster:
     def __init__(self, nodes: int, gpus_per_node: int, intra: Link, inter: Link,
-                 host_link: Link, gpus_per_pcie_switch: int):
+                 host_link: Link, gpus_per_pcie_switch: int, nics_per_node: int = 1, gpudirect: bool = False):
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
         self.intra, self.inter, self.host_link = intra, inter, host_link
         self.per_switch = min(gpus_per_pcie_switch, gpus_per_node)
+        self.nics, self.gpudirect = nics_per_node, gpudirect
         self.gpus = [f"gpu{i}" for i in range(nodes * gpus_per_node)]
         self.hosts = [f"host{k}" for k in range(nodes)]
+        self.nvlinks = nvlink.graph(gpus_per_node, intra.links or gpus_per_node - 1) if intra.kind == "nvlink" else {}
         self.channels: dict[tuple[str, str], Channel] = {}
-        self._routes: dict[tuple[str, str], list[Channel]] = {}
+        self._routes: dict[tuple[str, str, bool], list[Channel]] = {}
         for k in range(nodes):
             self._build_node(k)
-            if nodes > 1:
-                self._link(f"host{k}", "net", inter.bandwidth_gbs, inter.latency_us)
 
     # -- building
-    def _link(self, a, b, bandwidth_gbs, latency_us):
+    def _link(self, a, b, link: Link, times=1.0):
         for x, y in ((a, b), (b, a)):
-            self.channels[x, y] = Channel(f"{x}>{y}", bandwidth_gbs * 1e9, latency_us * 1e-6)
+            self.channels[x, y] = Channel(f"{x}>{y}", times * link.achievable_gbs * 1e9, link.latency_us * 1e-6)
 
     def _build_node(self, k):
         g, host = self.gpus_per_node, f"host{k}"
         pcie_to_gpu = self.intra if self.intra.kind == "pcie" else self.host_link
         for local in range(g):
-            gpu, switch = f"gpu{k * g + local}", self.switch_of(k * g + local)
-            self._link(gpu, switch, pcie_to_gpu.bandwidth_gbs, pcie_to_gpu.latency_us)
+            self._link(f"gpu{k * g + local}", self.switch_of(k * g + local), pcie_to_gpu)
         for s in range((g + self.per_switch - 1) // self.per_switch):
-            self._link(f"pcisw{k}.{s}", host, self.host_link.bandwidth_gbs, self.host_link.latency_us)
-        if self.intra.kind == "nvlink" and g > 1:
-            per_pair = self.intra.bandwidth_gbs / (g - 1)
-            for a in range(k * g, (k + 1) * g):
-                for b in range(a + 1, (k + 1) * g):
-                    self._link(f"gpu{a}", f"gpu{b}", per_pair, self.intra.latency_us)
+            self._link(f"pcisw{k}.{s}", host, self.host_link)
+        if self.intra.kind == "nvlink":
+            per_link = 1 / (self.intra.links or g - 1)
+            for (a, b), count in self.nvlinks.items():
+                self._link(f"gpu{k * g + a}", f"gpu{k * g + b}", self.intra, count * per_link)
         elif self.intra.kind == "nvswitch":
             for a in range(k * g, (k + 1) * g):
-                self._link(f"gpu{a}", f"nvsw{k}", self.intra.bandwidth_gbs, self.intra.latency_us)
-        elif self.intra.kind not in ("pcie", "nvlink"):
+                self._link(f"gpu{a}", f"nvsw{k}", self.intra)
+        elif self.intra.kind != "pcie":
             raise ValueError(f"intra link kind {self.intra.kind!r} cannot connect GPUs inside a node")
+        if self.nodes > 1:
+            for j in range(self.nics):
+                nic = f"nic{k}.{j}"
+                self._link(self._nic_parent(k, j), nic, self.host_link)
+                self._link(nic, "net", self.inter)
+
+    def _nic_parent(self, k, j):
+        """What NIC j of node k hangs off: its GPUs' PCIe switch (GPUDirect), else the host."""
+        if self.gpudirect:
+            return self.switch_of(k * self.gpus_per_node + j * self.gpus_per_node // self.nics)
+        return f"host{k}"
 
     # -- where things are
     def node_of(self, endpoint: str) -> int:
@@ -69,13 +94,20 @@ class Cluster:
             return int(endpoint[4:])
         return int(endpoint[3:]) // self.gpus_per_node
 
+    def nic_of(self, endpoint: str) -> int:
+        """The NIC a GPU's inter-node traffic uses (NIC 0 for the host's own)."""
+        if not endpoint.startswith("gpu"):
+            return 0
+        return int(endpoint[3:]) % self.gpus_per_node * self.nics // self.gpus_per_node
+
     def local(self, endpoint: str) -> str:
         """The endpoint's name inside its node ("gpu3" for the fourth GPU of any node, "host",
-        "pcisw.0"); nodes are identical, so this names the same part of every node."""
+        "pcisw.0", "nic.1"); nodes are identical, so this names the same part of every node."""
         if endpoint.startswith("gpu"):
             return f"gpu{int(endpoint[3:]) % self.gpus_per_node}"
-        if endpoint.startswith("pcisw"):
-            return "pcisw." + endpoint.split(".")[1]
+        if endpoint.startswith(("pcisw", "nic")):
+            name, part = endpoint.split(".")
+            return name.rstrip("0123456789") + "." + part
         return endpoint.rstrip("0123456789")          # host<k>, nvsw<k>; "net" is the one switch
 
     def switch_of(self, gpu_index: int) -> str:
@@ -87,10 +119,11 @@ class Cluster:
         return self.gpus[k * g:(k + 1) * g]
 
     # -- routes
-    def route(self, src: str, dst: str) -> list[Channel]:
-        key = (src, dst)
+    def route(self, src: str, dst: str, staged: bool = False) -> list[Channel]:
+        """The channels from src to dst; `staged`: GPU to GPU through both hosts' memory."""
+        key = (src, dst, staged)
         if key not in self._routes:
-            hops = self._hops(src, dst)
+            hops = self._staged_hops(src, dst) if staged else self._hops(src, dst)
             self._routes[key] = [self.channels[a, b] for a, b in zip(hops, hops[1:])]
         return self._routes[key]
 
@@ -99,12 +132,14 @@ class Cluster:
             return [src]
         ks, kd = self.node_of(src), self.node_of(dst)
         if ks != kd:
-            return self._to_host(src) + ["net"] + self._to_host(dst)[::-1]
+            j = self.nic_of(src if src.startswith("gpu") else dst)
+            return self._to_nic(src, j) + ["net"] + self._to_nic(dst, self.nic_of(dst) if dst.startswith("gpu") else j)[::-1]
         if src.startswith("host") or dst.startswith("host"):
             gpu = dst if src.startswith("host") else src
             up = self._to_host(gpu)
             return up if gpu == src else up[::-1]
-        if self.intra.kind == "nvlink":
+        a, b = sorted(int(e[3:]) % self.gpus_per_node for e in (src, dst))
+        if (a, b) in self.nvlinks:
             return [src, dst]
         if self.intra.kind == "nvswitch":
             return [src, f"nvsw{ks}", dst]
@@ -113,11 +148,29 @@ class Cluster:
             return [src, sw_s, dst]
         return [src, sw_s, f"host{ks}", sw_d, dst]
 
+    def _staged_hops(self, src, dst) -> list[str]:
+        """GPU to GPU through host memory (an MPI that is not CUDA-aware): up to the host,
+        across by the GPUs' NICs, down from the other host."""
+        hs, hd = self._to_host(src), self._to_host(dst)
+        if self.node_of(src) == self.node_of(dst):
+            return hs + hd[::-1][1:]
+        across = self._to_nic(hs[-1], self.nic_of(src)) + ["net"] + self._to_nic(hd[-1], self.nic_of(dst))[::-1]
+        return hs[:-1] + across + hd[::-1][1:]
+
     def _to_host(self, endpoint) -> list[str]:
         """Hops from an endpoint up to its node's host (inclusive)."""
         if endpoint.startswith("host"):
             return [endpoint]
         return [endpoint, self.switch_of(int(endpoint[3:])), f"host{self.node_of(endpoint)}"]
+
+    def _to_nic(self, endpoint, j) -> list[str]:
+        """Hops from an endpoint to NIC j of its node (inclusive)."""
+        k = self.node_of(endpoint)
+        parent, nic = self._nic_parent(k, j), f"nic{k}.{j}"
+        if endpoint.startswith("gpu") and self.gpudirect and self.switch_of(int(endpoint[3:])) == parent:
+            return [endpoint, parent, nic]
+        up = self._to_host(endpoint)
+        return up + ([parent] if parent != up[-1] else []) + [nic]
 
     def latency(self, src, dst) -> float:
         return sum(ch.latency for ch in self.route(src, dst))
@@ -125,3 +178,42 @@ class Cluster:
     def bottleneck(self, src, dst) -> float:
         """Bandwidth (bytes/s) of the slowest channel on the route, with nothing else in flight."""
         return min(ch.bandwidth for ch in self.route(src, dst))
+
+    # -- NCCL's channels
+    def node_rings(self) -> list[list[int]]:
+        """Rings of local GPU numbers inside a node: dpsim.nvlink's over an NVLink graph, else
+        one ring in GPU order (on PCIe it crosses the host once per switch; NVSwitch and a
+        PCIe switch carry one ring at full speed)."""
+        if self.nvlinks:
+            found = nvlink.rings(self.nvlinks, self.gpus_per_node)
+            if found:
+                return found
+        return [list(range(self.gpus_per_node))]
+
+    def rings(self, ranks) -> list[list[str]]:
+        """The rings an all-reduce among `ranks` runs at once, its bytes split evenly over them.
+        Among every GPU of the cluster: NCCL's channels (see the module docstring); among any
+        other set of ranks: one ring in the order given."""
+        ranks = list(ranks)
+        if ranks != self.gpus or len(ranks) < 2:
+            return [ranks]
+        orders, g = self.node_rings(), self.gpus_per_node
+        if self.nodes == 1:
+            return [[f"gpu{l}" for l in order] for order in orders]
+        return [[f"gpu{k * g + l}" for k in range(self.nodes) for l in self._channel_order(orders, c)]
+                for c in range(self.nics)]
+
+    def _channel_order(self, orders, c):
+        """Channel c's path through a node: a node ring cut open between two GPUs of NIC c, so
+        that it enters and leaves every node by NIC c (tried from ring c on); failing that,
+        ring c entering at a GPU of NIC c."""
+        g, nic = self.gpus_per_node, lambda l: l * self.nics // self.gpus_per_node
+        for i in range(len(orders)):
+            order = orders[(c + i) % len(orders)]
+            for start in range(g):
+                path = order[start:] + order[:start]
+                if nic(path[0]) == c and nic(path[-1]) == c:
+                    return path
+        order = orders[c % len(orders)]
+        start = next((i for i, l in enumerate(order) if nic(l) == c), 0)
+        return order[start:] + order[:start]

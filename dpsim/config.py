@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compute, hardware, limits, models, sharing, strategies
+from . import compute, hardware, limits, models, nvlink, sharing, strategies
 from .errors import ScenarioError
 from .vocabulary import RENAMED, unknown_algorithm
 
@@ -37,10 +37,16 @@ class ClusterConfig:
     nodes: int = _spec(1, positive=True)
     gpus_per_node: int = _spec(1, positive=True)
     gpu: str | dict = _spec("v100", doc="GPU preset or {fp32_tflops, fp16_tflops, mem_bw_gbs}")
-    intra: str | dict = _spec("pcie3", doc="GPU<->GPU in a node: link preset or {bandwidth_gbs, latency_us, kind}")
+    intra: str | dict = _spec("pcie3", doc="GPU<->GPU in a node: link preset or {bandwidth_gbs, latency_us, kind, "
+                              "links, efficiency} (or {preset, ...} to change some of a preset's)")
     inter: str | dict = _spec("100gbe", doc="node<->switch: link preset or table")
     host_link: str | dict = _spec("pcie3", doc="GPU<->host CPU and PCIe switch uplinks: link preset or table")
     gpus_per_pcie_switch: int = _spec(2, positive=True, doc="GPUs sharing one PCIe switch and its host uplink")
+    nics_per_node: int = _spec(1, positive=True, doc="NICs per node, each with its own port at the inter link's "
+                               "rate, NIC j serving GPUs l with l x NICs // GPUs = j (dpsim.cluster)")
+    gpudirect: str = _spec("auto", choices=("auto", "on", "off"), doc="GPUDirect RDMA: the NIC reads GPU memory "
+                           "through its PCIe switch instead of host memory; auto = on for RDMA links "
+                           "(infiniband, roce), off for TCP over ethernet")
     cpu_cores: int = _spec(16, positive=True)
     # Host memory bandwidth, used for reductions done on the CPU. 50 GB/s is the order of a
     # two-socket DDR4 server under STREAM (McCalpin's STREAM results list 40-120 GB/s for such
@@ -298,14 +304,32 @@ def resolve_link(value, key) -> hardware.Link:
             raise ScenarioError(key, f"unknown link {value!r}; choose one of: {', '.join(hardware.LINKS)}")
         return hardware.LINKS[value]
     if isinstance(value, dict):
-        _inline(value, key, ("bandwidth_gbs", "latency_us"), ("kind", "name", "source"))
-        kind = value.get("kind", "pcie")
+        _inline(value, key, (), ("bandwidth_gbs", "latency_us", "kind", "name", "source", "links", "efficiency",
+                                 "preset"))
+        base = resolve_link(value["preset"], f"{key}.preset") if "preset" in value else None
+        for k in ("bandwidth_gbs", "latency_us"):
+            if base is None and k not in value:
+                raise ScenarioError(f"{key}.{k}", "missing; an inline table needs bandwidth_gbs and latency_us "
+                                    "(or a preset to start from)")
+        kind = value.get("kind", base.kind if base else "pcie")
         if kind not in hardware.LINK_KINDS:
             raise ScenarioError(f"{key}.kind", f"unknown kind {kind!r}; choose one of: {', '.join(hardware.LINK_KINDS)}")
-        return hardware.Link(str(value.get("name", "custom")), kind,
-                             _number(value["bandwidth_gbs"], f"{key}.bandwidth_gbs"),
-                             _number(value["latency_us"], f"{key}.latency_us", positive=False),
-                             str(value.get("source", "given inline in the scenario")))
+        links = value.get("links", base.links if base else 0)
+        if isinstance(links, bool) or not isinstance(links, int) or links < 0:
+            raise ScenarioError(f"{key}.links", f"expected a whole number of links per GPU, got {links!r}")
+        # A bandwidth given inline is what the link reaches (a measurement: course calibrate's),
+        # unless the table says otherwise; a preset keeps its kind's efficiency.
+        efficiency = _number(value["efficiency"], f"{key}.efficiency") if "efficiency" in value else \
+            (base.efficiency if base and "bandwidth_gbs" not in value else 1.0)
+        if efficiency > 1:
+            raise ScenarioError(f"{key}.efficiency", f"achievable / nominal is at most 1, got {efficiency!r}")
+        return hardware.Link(str(value.get("name", base.name if base else "custom")), kind,
+                             _number(value["bandwidth_gbs"], f"{key}.bandwidth_gbs") if "bandwidth_gbs" in value
+                             else base.bandwidth_gbs,
+                             _number(value["latency_us"], f"{key}.latency_us", positive=False) if "latency_us" in value
+                             else base.latency_us,
+                             str(value.get("source", base.source if base else "given inline in the scenario")),
+                             links, efficiency)
     raise ScenarioError(key, f"expected a link preset name or an inline table, got {value!r}")
 
 
@@ -444,6 +468,12 @@ def _check_resolves(sc: Scenario, model_table: dict):
     sc.gpu_spec()
     for key in ("intra", "inter", "host_link"):
         sc.link_spec(key)
+    intra, g = sc.link_spec("intra"), sc.cluster.gpus_per_node
+    if intra.kind == "nvlink":
+        try:
+            nvlink.graph(g, intra.links or g - 1)
+        except ValueError as e:
+            raise ScenarioError("cluster.intra", str(e)) from None
     custom = sc.model.params > 0 or sc.model.flops_per_sample > 0
     if custom:
         if model_table.get("preset", "custom") != "custom":

@@ -56,6 +56,11 @@ def node_links(sc):
     return intra, host
 
 
+def gpudirect(setting, inter) -> bool:
+    """cluster.gpudirect: "auto" is on for RDMA links (InfiniBand, RoCE), off for TCP."""
+    return setting == "on" or (setting == "auto" and inter.kind in ("infiniband", "roce"))
+
+
 class Engine:
     """`fast=False` forces the detailed path: every round of every collective simulated (see
     Machine.repeat for when the fast path is exact; results agree to rounding)."""
@@ -66,8 +71,9 @@ class Engine:
         self.env = simpy.Environment()
         c, s = sc.cluster, sc.sync
         intra, host_link = node_links(sc)
-        self.cluster = Cluster(c.nodes, c.gpus_per_node, intra, sc.link_spec("inter"), host_link,
-                               c.gpus_per_pcie_switch)
+        inter = sc.link_spec("inter")
+        self.cluster = Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
+                               c.nics_per_node, gpudirect(c.gpudirect, inter))
         self.net = Network(self.env, trace)
         self.machine = Machine(self.env, self.net, self.cluster, sc.memory_bw_gbs, c.host_mem_bw_gbs, trace,
                                s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,

@@ -2,7 +2,9 @@
 
 A GPU is described by its peak dense arithmetic rate and its memory bandwidth; a link by its
 bandwidth per direction and its latency. All links are full duplex: the figure is what one
-direction carries (a "900 GB/s NVLink" in marketing is 450 GB/s each way).
+direction carries (a "900 GB/s NVLink" in marketing is 450 GB/s each way). These are nominal
+(line) rates; the simulator moves bytes at the achievable rate, nominal x the kind's EFFICIENCY
+below (or the link's own `efficiency`).
 
 Units: TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 bytes/s, latency in microseconds.
 """
@@ -21,13 +23,48 @@ class GPU:
 @dataclass(frozen=True)
 class Link:
     name: str
-    kind: str               # pcie | nvlink | nvswitch | ethernet | infiniband
-    bandwidth_gbs: float    # per direction
+    kind: str               # pcie | nvlink | nvswitch | ethernet | roce | infiniband
+    bandwidth_gbs: float    # per direction, nominal (all of a GPU's links together for NVLink)
     latency_us: float       # one way, small message, per hop
     source: str
+    links: int = 0          # NVLink: links per GPU, which dpsim.nvlink lays out between pairs
+    efficiency: float = 0.0  # achievable / nominal; 0 = its kind's (EFFICIENCY)
+
+    @property
+    def achievable_gbs(self) -> float:
+        """What a long transfer reaches: nominal x efficiency (the link's own or its kind's)."""
+        return self.bandwidth_gbs * (self.efficiency or EFFICIENCY[self.kind][0])
 
 
-LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "infiniband")
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "roce", "infiniband")
+
+# Achievable bandwidth / nominal, per link kind: what a long transfer between two endpoints
+# reaches, measured by a primitive test (a copy, a ping-pong), never by an all-reduce.
+EFFICIENCY = {
+    # Host<->GPU copies (CUDA bandwidthTest, pinned) reach "roughly 12 GB/s" on PCIe 3.0 x16
+    # (NVIDIA CUDA C++ Best Practices Guide, section "Pinned Memory"): 0.76 of 15.75; GPU to GPU
+    # copies reach 26.3 of 31.5 on PCIe 4.0 (nvbandwidth, github.com/NVIDIA/nvbandwidth/issues/50)
+    # and 52.8 of 63 on PCIe 5.0 (device to host, github.com/NVIDIA/nvbandwidth/issues/24):
+    # 0.76-0.84. NCCL's own topology model takes 12/24/48 GB/s (src/graph/topo.cc).
+    "pcie": (0.80, "bandwidthTest/nvbandwidth copies: 0.76-0.84 of PCIe 3.0-5.0 x16 line rate"),
+    # NCCL's topology model counts a 25 GB/s NVLink (V100, A100) at 20 GB/s
+    # (github.com/NVIDIA/nccl, src/graph/topo.h); a copy-engine p2p test on H100 reaches 371-377 of
+    # 450 GB/s one way (p2pBandwidthLatencyTest, github.com/NVIDIA/nccl/issues/1264), 0.83, and
+    # NCCL's kernels move smaller packets than the copy engines do.
+    "nvlink": (0.80, "NCCL's link model (src/graph/topo.h): 20 of 25 GB/s per NVLink"),
+    "nvswitch": (0.80, "NVLink through NVSwitch: NCCL's 20 of 25 GB/s per NVLink (src/graph/topo.h)"),
+    # TCP/IP over Ethernet, 1500-byte MTU: 1448 payload bytes (1500 - 20 IP - 20 TCP - 12 TCP
+    # timestamps) per 1538 bytes on the wire (+ 14 header, 4 FCS, 8 preamble, 12 gap; IEEE 802.3,
+    # RFC 791, 793, 7323): 0.94, the most a socket can carry; stacks often reach less.
+    "ethernet": (0.94, "TCP/IP framing on a 1500-byte MTU: 1448 of 1538 bytes on the wire"),
+    # NVIDIA's multi-node acceptance scripts pass an RDMA (perftest) or TCP link at >= 90% of line
+    # rate (github.com/Mellanox/ngc_multinode_perf): a floor, not a measurement.
+    "roce": (0.90, "NVIDIA ngc_multinode_perf: RDMA links pass at >= 90% of line rate"),
+    # "24 GB/s per 200G NIC (12 GB/s for 100G NICs)", NCCL's maintainer on what IB reaches
+    # (github.com/NVIDIA/nccl-tests/issues/119); ib_write_bw on 100G: 11,728 MB/s
+    # (github.com/linux-rdma/perftest/issues/225).
+    "infiniband": (0.96, "NCCL maintainer: 24 of 25 GB/s per HDR NIC, 12 of 12.5 per EDR"),
+}
 
 GPUS = {g.name: g for g in [
     # The K80 board carries two GK210 GPUs; figures are per GPU = half the board.
@@ -64,10 +101,10 @@ LINKS = {l.name: l for l in [
     Link("pcie3", "pcie", 15.75, 1.0, "PCI-SIG PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b"),
     Link("pcie4", "pcie", 31.5, 1.0, "PCI-SIG PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b"),
     Link("pcie5", "pcie", 63.0, 1.0, "PCI-SIG PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b"),
-    Link("nvlink1", "nvlink", 80.0, 1.0, "NVIDIA P100 whitepaper: 4 NVLink 1.0 links x 20 GB/s per direction"),
-    Link("nvlink2", "nvlink", 150.0, 1.0, "NVIDIA V100 whitepaper: 6 NVLink 2.0 links x 25 GB/s per direction"),
-    Link("nvlink3", "nvlink", 300.0, 1.0, "NVIDIA A100 whitepaper: 12 NVLink 3.0 links x 25 GB/s per direction"),
-    Link("nvlink4", "nvlink", 450.0, 1.0, "NVIDIA H100 whitepaper: 18 NVLink 4.0 links x 25 GB/s per direction"),
+    Link("nvlink1", "nvlink", 80.0, 1.0, "NVIDIA P100 whitepaper: 4 NVLink 1.0 links x 20 GB/s per direction", links=4),
+    Link("nvlink2", "nvlink", 150.0, 1.0, "NVIDIA V100 whitepaper: 6 NVLink 2.0 links x 25 GB/s per direction", links=6),
+    Link("nvlink3", "nvlink", 300.0, 1.0, "NVIDIA A100 whitepaper: 12 NVLink 3.0 links x 25 GB/s per direction", links=12),
+    Link("nvlink4", "nvlink", 450.0, 1.0, "NVIDIA H100 whitepaper: 18 NVLink 4.0 links x 25 GB/s per direction", links=18),
     # NVSwitch gives every GPU its full NVLink bandwidth to every other GPU at once.
     Link("nvswitch", "nvswitch", 300.0, 1.0, "NVIDIA DGX A100 (NVSwitch gen 2): 600 GB/s bidirectional per GPU"),
     Link("nvswitch3", "nvswitch", 450.0, 1.0, "NVIDIA DGX H100 (NVSwitch gen 3): 900 GB/s bidirectional per GPU"),
@@ -76,6 +113,12 @@ LINKS = {l.name: l for l in [
     Link("25gbe", "ethernet", 3.125, 25.0, "IEEE 802.3 25 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
     Link("100gbe", "ethernet", 12.5, 25.0, "IEEE 802.3 100 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
     Link("400gbe", "ethernet", 50.0, 25.0, "IEEE 802.3 400 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
+    # RoCE (RDMA over Converged Ethernet): Ethernet line rate, RDMA latency; a ConnectX-5 RoCEv2
+    # round trip under 2 us (NVIDIA developer forum, "ConnectX-5 RoCE UC receive latency anomaly").
+    Link("roce-25", "roce", 3.125, 1.0, "IEEE 802.3 25 Gb/s line rate; RoCEv2 round trip < 2 us (ConnectX-5)"),
+    Link("roce-100", "roce", 12.5, 1.0, "IEEE 802.3 100 Gb/s line rate; RoCEv2 round trip < 2 us (ConnectX-5)"),
+    Link("roce-200", "roce", 25.0, 1.0, "IEEE 802.3 200 Gb/s line rate; RoCEv2 round trip < 2 us (ConnectX-6)"),
+    Link("roce-400", "roce", 50.0, 1.0, "IEEE 802.3 400 Gb/s line rate; RoCEv2 round trip < 2 us (ConnectX-7)"),
     Link("ib-edr", "infiniband", 12.5, 1.0, "InfiniBand EDR 4x: 100 Gb/s; ConnectX-5 datasheet 0.6 us + switch"),
     Link("ib-hdr", "infiniband", 25.0, 1.0, "InfiniBand HDR 4x: 200 Gb/s; ConnectX-6 datasheet 0.6 us + switch"),
     Link("ib-ndr", "infiniband", 50.0, 1.0, "InfiniBand NDR 4x: 400 Gb/s; ConnectX-7 datasheet + switch"),

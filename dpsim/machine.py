@@ -72,10 +72,7 @@ class Machine:
         return self._gamma["gpu"] * self.sharing
 
     def route(self, src, dst, staged):
-        if staged and src.startswith("gpu") and dst.startswith("gpu"):
-            hs, hd = (f"host{self.cluster.node_of(e)}" for e in (src, dst))
-            return self.cluster.route(src, hs) + self.cluster.route(hs, hd) + self.cluster.route(hd, dst)
-        return self.cluster.route(src, dst)
+        return self.cluster.route(src, dst, staged and src.startswith("gpu") and dst.startswith("gpu"))
 
     def send(self, moves, label="", staged=None):
         """Start every (src, dst, nbytes) transfer at once; an event for when all have arrived.

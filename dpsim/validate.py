@@ -9,7 +9,9 @@ What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
                       bucket, without overlap, strategy ring unless the table names another,
                       timed alone (Engine.sync_alone): bus bandwidth = 2(n-1)/n x bytes / time,
-                      as nccl-tests reports it. Within tolerance: predicted/published in 0.85-1.15.
+                      as nccl-tests reports it. Each step's chunk is pipelined in segments of
+                      NCCL_SEGMENT_MIB (sync.segment_mib), as NCCL's kernels do. Within
+                      tolerance: predicted/published in 0.85-1.15.
   scaling_efficiency  throughput on all the case's GPUs / (GPUs x throughput on one), from
                       simulate(); within 10 percentage points of the published figure.
   speedup             throughput on all GPUs / throughput on one, from simulate(); within 15%
@@ -33,7 +35,11 @@ PUBLISHED = Path(__file__).with_name("published.toml")
 GIB = 2 ** 30
 RELATIVE_TOLERANCE = 0.15          # for bus bandwidth and speed-up
 EFFICIENCY_POINTS = 10.0           # percentage points, for scaling efficiency
-CLUSTER_KEYS = ("gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch")
+CLUSTER_KEYS = ("gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect")
+# NCCL moves a ring step through a 4 MiB buffer per channel (NCCL_BUFFSIZE's default, NCCL's
+# environment-variable documentation) in NCCL_STEPS = 8 slots (src/include/device.h), so a
+# receiver reduces 512 KiB slices while the next ones arrive.
+NCCL_SEGMENT_MIB = 0.5
 
 
 def load_cases(path=PUBLISHED) -> list[dict]:
@@ -61,7 +67,7 @@ def scenario(case) -> dict | None:
     if case["what"] == "allreduce_busbw":
         nbytes = case.get("message_bytes", GIB)
         sc["model"] = {"params": nbytes // 4, "flops_per_sample": 1.0, "layers": 1}
-        sc["sync"].update(bucket_mib=0, overlap=False)
+        sc["sync"].update(bucket_mib=0, overlap=False, segment_mib=NCCL_SEGMENT_MIB)
     else:
         sc["model"] = {"preset": d["model"]}
         sc["compute"] = {"precision": d.get("precision", "fp32")}
@@ -133,7 +139,9 @@ def describe(case) -> str:
         return "not run"
     sc = config.load_scenario(scenario(case))
     c = sc.cluster
-    where = f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (f", {c.inter} between" if c.nodes > 1 else "")
+    nics = f", {c.inter} between ({c.nics_per_node} NIC{'s' if c.nics_per_node > 1 else ''} per node, " \
+        f"GPUDirect {c.gpudirect})"
+    where = f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (nics if c.nodes > 1 else "")
     if case["what"] == "allreduce_busbw":
         work = f"{sc.sync.strategy} all-reduce of {case.get('message_bytes', GIB) / GIB:g} GiB"
     else:

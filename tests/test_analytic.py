@@ -51,8 +51,9 @@ def test_hierarchical_matches_closed_form(nodes, g):
     data = star(g, 100.0, 1.0, params=int(m / 4), strategy="hierarchical")
     data["cluster"].update(nodes=nodes, inter={"bandwidth_gbs": 5.0, "latency_us": 20.0, "kind": "ethernet"},
                            host_link={"bandwidth_gbs": 100.0, "latency_us": 1.0})
-    # Across nodes the route is gpu>switch>host>net>host>switch>gpu: 4 PCIe hops + 2 NIC hops.
-    alpha_inter = 4 * 1e-6 + 2 * 20e-6
+    # Across nodes (no GPUDirect over Ethernet) the route is gpu>switch>host>nic>net>nic>host>switch>gpu:
+    # 6 PCIe hops + 2 network hops.
+    alpha_inter = 6 * 1e-6 + 2 * 20e-6
     expected = analytic.hierarchical(nodes, g, m, 2e-6, 1 / 100e9, alpha_inter, 1 / 5e9, V100_GAMMA)
     assert sync_seconds(data) == pytest.approx(expected, rel=0.01)
 

@@ -13,8 +13,10 @@ from dpsim.network import Channel, Flow, Network, share_bandwidth
 from dpsim import symmetry
 from test_fastpath import assert_same, shared
 
-CLUSTERS = {                    # nodes, GPUs per node, intra, inter, host link, GPUs per PCIe switch
+CLUSTERS = {                    # nodes, GPUs per node, intra, inter, host link, GPUs per PCIe switch[, NICs, GPUDirect]
     "pcie, 2 per switch": (3, 4, "pcie3", "10gbe", "pcie3", 2),
+    "DGX-1, 4 NICs, GPUDirect": (3, 8, "nvlink2", "ib-edr", "pcie3", 2, 4, True),
+    "nvswitch, 3 NICs on the host": (2, 6, "nvswitch", "roce-100", "pcie4", 2, 3, False),
     "pcie, uneven switches": (2, 6, "pcie3", "ib-edr", "pcie3", 4),
     "nvlink mesh": (4, 4, "nvlink2", "ib-edr", "pcie3", 2),
     "nvswitch": (2, 8, "nvswitch", "25gbe", "pcie4", 8),
@@ -24,8 +26,8 @@ CLUSTERS = {                    # nodes, GPUs per node, intra, inter, host link,
 
 def machine(spec, fast, overhead_us=0.0):
     env = simpy.Environment()
-    nodes, g, intra, inter, host, per_switch = spec
-    cluster = Cluster(nodes, g, LINKS[intra], LINKS[inter], LINKS[host], per_switch)
+    nodes, g, intra, inter, host, per_switch, *nics = spec
+    cluster = Cluster(nodes, g, LINKS[intra], LINKS[inter], LINKS[host], per_switch, *nics)
     net = Network(env)
     return env, net, Machine(env, net, cluster, 900.0, 50.0, fast=fast, message_overhead_us=overhead_us)
 
@@ -77,7 +79,7 @@ def test_a_channel_kind_stands_for_one_channel_per_node():
     _, _, m = machine(CLUSTERS["pcie, 2 per switch"], fast=True)
     kinds = {symmetry.kind(m.cluster, key) for key in m.cluster.channels}
     assert len(kinds) * 3 == len(m.cluster.channels)            # 3 nodes, identical
-    assert ("gpu1", "pcisw.0") in kinds and ("host", "net") in kinds
+    assert ("gpu1", "pcisw.0") in kinds and ("host", "nic.0") in kinds and ("nic.0", "net") in kinds
 
 
 @pytest.mark.parametrize("overrides", [{"sync.strategy": "sharded-ps"}, {"sync.compression": "1bit"},

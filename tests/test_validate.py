@@ -8,7 +8,7 @@ import pytest
 from dpsim import analytic, config, hardware, validate
 
 CASES = validate.load_cases()
-KEYS = {"gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nodes", "gpus_per_node", "strategy",
+KEYS = {"gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect", "nodes", "gpus_per_node", "strategy",
         "model", "batch", "precision", "assumes", "why_off", "skip"}
 
 
@@ -49,12 +49,14 @@ single_node = [c for c in expressed("allreduce_busbw") if config.load_scenario(v
 
 @pytest.mark.parametrize("case", single_node, ids=[c["name"] for c in single_node])
 def test_single_node_busbw_is_the_ring_closed_form(case):
-    """Nothing contends on a switch inside one node: the ring's alpha-beta-gamma cost is exact."""
+    """Nothing contends on a switch inside one node: the ring's alpha-beta-gamma cost is exact,
+    at NVLink's achievable rate, its reduction pipelined in NCCL's slices."""
     assert case["dpsim"]["intra"].startswith("nvswitch")
     sc = config.load_scenario(validate.scenario(case))
     n, m, link = sc.gpus, case.get("message_bytes", validate.GIB), sc.link_spec("intra")
-    seconds = analytic.ring(n, m, 2 * link.latency_us * 1e-6, 1 / (link.bandwidth_gbs * 1e9),
-                            3 / (sc.gpu_spec().mem_bw_gbs * 1e9))        # gpu > nvswitch > gpu: two hops
+    achievable = link.bandwidth_gbs * 1e9 * hardware.EFFICIENCY["nvswitch"][0]
+    seconds = analytic.ring(n, m, 2 * link.latency_us * 1e-6, 1 / achievable,      # gpu > nvswitch > gpu: two hops
+                            3 / (sc.gpu_spec().mem_bw_gbs * 1e9), segment=validate.NCCL_SEGMENT_MIB * 2 ** 20)
     assert validate.predict(case) == pytest.approx(2 * (n - 1) / n * m / seconds / 1e9, rel=0.01)
 
 

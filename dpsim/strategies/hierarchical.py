@@ -5,11 +5,12 @@ Learning Training System with Mixed-Precision", 2018).
 With N nodes of g GPUs:
   1. ring reduce-scatter inside every node: GPU l of each node owns 1/g of the node's sum.
   2. ring all-reduce of that 1/g across nodes, among the GPUs with the same local number l;
-     the g rings run at once and share each node's NIC.
+     the g rings run at once, ring l on GPU l's NIC (Cluster.nic_of), so they share the
+     node's NICs: one NIC each on a DGX A100, all on one NIC when the node has one.
   3. ring all-gather inside every node.
-Cost (intra i, inter e; the g cross-node rings share the NIC, so each gets B_e / g):
+Cost (intra i, inter e; the g cross-node rings share the node's k NICs, each gets B_e k / g):
   2(g-1) (alpha_i + m/(g B_i)) + (g-1)/g m gamma
-+ 2(N-1) (alpha_e + m/(N B_e)) + (N-1)/(N g) m gamma
++ 2(N-1) (alpha_e + m/(N k B_e)) + (N-1)/(N g) m gamma
 Only 2(N-1) steps pay the slow network's latency, against 2(Ng-1) for one flat ring.
 """
 from . import ring

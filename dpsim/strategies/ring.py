@@ -13,8 +13,10 @@ with the number of GPUs, which is why the ring scales. The latency term does.
 With `sync.segment_mib` > 0 each reduce-scatter step is pipelined as mpi_impl/ring.py does
 (Machine.send_reduce): the chunk's segments are added while the next ones travel.
 
-Several independent rings (one per node, say) can run at once, in lock-step: `rings` is a
-list of rank lists of equal length.
+Several rings run at once, in lock-step: `rings` is a list of rank lists of equal length,
+each reducing its own `nbytes`. They are either disjoint (one per node, as hierarchical
+uses them) or NCCL's channels (Cluster.rings): orders of the same ranks over different links,
+each carrying its share of the gradient, so every rank adds one share per ring.
 
 Every step of a phase sends the same sizes between the same pairs (only which chunk travels
 changes), so the steps are identical rounds for Machine.repeat's fast path.
@@ -29,10 +31,11 @@ def neighbour_moves(rings, chunk):
 def reduce_scatter(machine, rings, nbytes):
     n = len(rings[0])
     chunk = nbytes / n
-    moves, ranks = neighbour_moves(rings, chunk), [rank for r in rings for rank in r]
+    moves, ranks = neighbour_moves(rings, chunk), list(dict.fromkeys(rank for r in rings for rank in r))
+    added = chunk * sum(map(len, rings)) / len(ranks)        # one chunk per ring a rank is in
 
     def step():
-        yield from machine.send_reduce(moves, ranks, chunk, "reduce-scatter")
+        yield from machine.send_reduce(moves, ranks, added, "reduce-scatter")
     yield from machine.repeat(n - 1, step)
 
 
@@ -46,5 +49,6 @@ def all_gather(machine, rings, nbytes):
 
 
 def allreduce(machine, ranks, nbytes):
-    yield from reduce_scatter(machine, [ranks], nbytes)
-    yield from all_gather(machine, [ranks], nbytes)
+    rings = machine.cluster.rings(ranks)
+    yield from reduce_scatter(machine, rings, nbytes / len(rings))
+    yield from all_gather(machine, rings, nbytes / len(rings))
