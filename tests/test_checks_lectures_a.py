@@ -96,9 +96,10 @@ def test_lecture2_exercise3_recursive_doubling_sends_most_bytes():
 
 def test_lecture3_exercise1_ring_on_nvswitch():
     m = 25_557_032 * 4                                  # ResNet-50, torchvision's count
-    ms = (14 * 2e-6 + 2 * 7 / 8 * m / 300e9) * 1e3
+    ms = (14 * 2e-6 + 2 * 7 / 8 * m / 240e9) * 1e3      # 300 GB/s nominal, 0.8 of it achievable
+    assert not lecture3.exercise1((14 * 2e-6 + 2 * 7 / 8 * m / 300e9) * 1e3)     # the nominal rate
     assert lecture3.exercise1(ms)
-    assert not lecture3.exercise1(2 * m / 300e9 * 1e3 * 2)
+    assert not lecture3.exercise1(2 * m / 240e9 * 1e3 * 2)
     assert not lecture3.exercise1(ms * 1.2)
 
 

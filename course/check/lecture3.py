@@ -45,10 +45,10 @@ def resnet50_gradient_bytes():
 
 
 def solution1() -> float:
-    """Exercise 1's answer: the ring over the preset link, in ms."""
+    """Exercise 1's answer: the ring over the preset link at its achievable rate, in ms."""
     link = hardware.LINKS[EX1_LINK]
     alpha = 2 * link.latency_us * 1e-6          # GPU -> NVSwitch -> GPU: two hops
-    return analytic.ring(EX1_GPUS, resnet50_gradient_bytes(), alpha, 1 / (link.bandwidth_gbs * 1e9)) * 1e3
+    return analytic.ring(EX1_GPUS, resnet50_gradient_bytes(), alpha, 1 / (link.achievable_gbs * 1e9)) * 1e3
 
 
 def solution2(t=None) -> float:
@@ -77,7 +77,7 @@ def exercise1(answer) -> Verdict:
     if verdict.ok:
         return verdict
     return Verdict(False, verdict.message + f" Hint: m = 4 bytes x ResNet-50's parameters, "
-                          f"B = {link.bandwidth_gbs:g} GB/s per direction, alpha = 2 hops x {link.latency_us:g} us.")
+                          f"B = {link.achievable_gbs:g} GB/s per direction (achievable), alpha = 2 hops x {link.latency_us:g} us.")
 
 
 def ex2_sync_times():
