@@ -1,0 +1,94 @@
+"""Every figure README.md states that dpsim computes, recomputed (issue 17): the stories'
+table, the 1-bit verdict, and `dpsim validate`'s printout. The speed tables in "Simulation
+speed" are CPU seconds of `python -m dpsim.bench` on one machine: a measurement, not checked here."""
+import re
+from pathlib import Path
+
+import pytest
+
+from dpsim import simulate, sweep, validate
+from dpsim.engine import Engine
+from dpsim import load_scenario
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+
+def story_row(scenario):
+    """The 'simulated' cell of the stories' table row for `scenario`."""
+    row = next(line for line in README.splitlines() if line.startswith(f"| `{scenario}` |"))
+    return row.strip("|").split("|")[-1].strip()
+
+
+def numbers(text):
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\.?\d*", text)]
+
+
+def test_cntk_row():
+    plain = simulate("cntk-1bit-k80").throughput_samples_per_s
+    onebit = simulate("cntk-1bit-k80", {"sync.compression": "1bit"}).throughput_samples_per_s
+    assert story_row("cntk-1bit-k80") == f"{plain:,.0f}; 1-bit {onebit:,.0f} (and slower)"
+    assert onebit < plain
+
+
+def test_onebit_wins_row():
+    sc = load_scenario("onebit-wins-ethernet")
+    onebit = simulate(sc).throughput_samples_per_s
+    plain = simulate(sc, {"sync.compression": "none"}).throughput_samples_per_s
+    assert story_row("onebit-wins-ethernet") == \
+        f"1-bit {onebit:,.0f} vs {plain:,.0f} samples/s on {sc.gpus} GPUs over 10 GbE"
+    assert sc.cluster.inter == "10gbe"
+
+
+def test_d2l_row():
+    # As lecture 2 and test_analytic count: latency zero, additions practically free.
+    base = load_scenario("d2l-ps-vs-ring", {
+        "cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9,
+        "cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0},
+        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mib": 0})
+    ms = [Engine(base.with_overrides(o)).sync_alone() * 1e3 for o in
+          ({"sync.ps_location": "gpu0"}, {"sync.ps_location": "cpu"}, {"sync.strategy": "sharded-ps"})]
+    assert story_row("d2l-ps-vs-ring").startswith(" / ".join(f"{x:.0f}" for x in ms) + " ms")
+
+
+TF_AFTER = {"compute.efficiency": 0.0504, "compute.dispatch_ms_per_gpu": 18.8,
+            "data.decode_ms_per_sample": 1.18, "sync.update_location": "gpu", "sync.overlap": False}
+TF_BEFORE = {**TF_AFTER, "compute.efficiency": 0.0302, "compute.dispatch_ms_per_gpu": 30.5,
+             "data.decode_ms_per_sample": 1.62}
+SYNTHETIC = {"data.source": "synthetic"}
+
+
+def test_mxnet_vs_tf_row():
+    runs = [sweep("mxnet-vs-tf-4gpu", gpus=[1, 4], overrides=o) for o in
+            ({}, TF_AFTER, {**TF_AFTER, **SYNTHETIC}, {**TF_BEFORE, **SYNTHETIC})]
+    pairs = [f"{one.throughput_samples_per_s:,.0f} / {four.throughput_samples_per_s:,.0f}" for one, four in runs]
+    assert story_row("mxnet-vs-tf-4gpu") == f"{pairs[0]}; {pairs[1]}, {pairs[2]}, {pairs[3]}"
+
+
+def test_dataparallel_row():
+    starving = simulate("pytorch-dataparallel-4gpu", {"data.workers": 0}).speedup
+    fed = simulate("pytorch-dataparallel-4gpu").speedup
+    assert story_row("pytorch-dataparallel-4gpu") == f"{starving:.2f}x, {fed:.2f}x"
+
+
+def test_the_1bit_verdict_sentence():
+    r = simulate("cntk-1bit-k80", {"sync.compression": "1bit"})
+    sentence = re.search(r"1-bit sends (\d+) KB\s+instead of ([\d.]+) MB per GPU.*?and ([\d.]+) ms of", README, re.S)
+    assert sentence, "README's 1-bit verdict sentence moved"
+    kb, mb, codec_ms = (float(x) for x in sentence.groups())
+    assert kb == round(r.bytes_sent_per_gpu / 1e3)
+    assert mb == round(r.uncompressed.bytes_sent_per_gpu / 1e6, 1)
+    assert codec_ms == round(r.breakdown_s["compression"] * 1e3, 1)
+
+
+def test_validate_printout_is_todays():
+    block = README.split("Today it prints:\n\n```\n")[1].split("```")[0]
+    rows = validate.validate()
+    expected = validate.table(rows) + [validate.summary(rows), "sources and assumptions: dpsim validate --verbose"]
+    assert block.rstrip("\n").splitlines() == expected
+
+
+@pytest.mark.parametrize("word, count", [("Ten cases land within tolerance", 10), ("Four do not", 4)])
+def test_validate_counts_in_prose(word, count):
+    rows = [r for r in validate.validate() if r.predicted is not None]
+    assert word in README
+    assert sum(r.within is (count == 10) for r in rows) == count
