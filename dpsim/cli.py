@@ -27,9 +27,13 @@ def cmd_list(args):
     print("\nGPUs (per GPU: peak FP32 / FP16 TFLOP/s, memory GB/s; source):")
     for g in hardware.GPUS.values():
         print(f"  {g.name:6s} {g.fp32_tflops:7.2f} {g.fp16_tflops:8.1f} {g.mem_bw_gbs:7.0f}   {g.source}")
-    print("\nLinks (kind, GB/s per direction, latency us; source):")
+    print("\nLinks (kind, GB/s per direction nominal and achievable, latency us; source):")
     for l in hardware.LINKS.values():
-        print(f"  {l.name:10s} {l.kind:10s} {l.bandwidth_gbs:7.3g} {l.latency_us:6.1f}   {l.source}")
+        print(f"  {l.name:10s} {l.kind:10s} {l.bandwidth_gbs:7.3g} {l.achievable_gbs:7.3g} {l.latency_us:6.1f}   {l.source}")
+    print("\nNodes (cluster.node: GPUs, inside, host link, GPUs per PCIe switch, NICs; source):")
+    for name, n in hardware.NODES.items():
+        print(f"  {name:11s} {n['gpus_per_node']:2d} x {n['gpu']:5s} {n['intra']:10s} {n['host_link']:6s} "
+              f"{n['gpus_per_pcie_switch']} {n['nics_per_node']} x {n['inter']:7s} {n['source']}")
     print("\nModels (parameters, GFLOPs per sample forward+backward; source):")
     for m in models.MODELS.values():
         print(f"  {m.name:24s} {m.params / 1e6:8.2f} M {m.flops_per_sample / 1e9:9.2f}   {m.source}")

@@ -34,6 +34,8 @@ def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False
 
 @dataclass(frozen=True)
 class ClusterConfig:
+    node: str = _spec("", doc="a whole-node preset (dpsim.hardware.NODES: dgx-1-v100, dgx-a100, ...) whose "
+                      "keys fill those the scenario leaves out")
     nodes: int = _spec(1, positive=True)
     gpus_per_node: int = _spec(1, positive=True)
     gpu: str | dict = _spec("v100", doc="GPU preset or {fp32_tflops, fp16_tflops, mem_bw_gbs}")
@@ -386,6 +388,11 @@ def _build_section(name: str, table) -> object:
     cls = SECTIONS[name]
     if not isinstance(table, dict):
         raise ScenarioError(name, f"expected a table, got {table!r}")
+    if name == "cluster" and table.get("node"):
+        node = table["node"]
+        if node not in hardware.NODES:
+            raise ScenarioError("cluster.node", f"unknown node {node!r}; choose one of: {', '.join(hardware.NODES)}")
+        table = {**{k: v for k, v in hardware.NODES[node].items() if k != "source"}, **table}
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for k in table:
         if f"{name}.{k}" in RENAMED_KEYS:

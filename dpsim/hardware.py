@@ -106,6 +106,7 @@ LINKS = {l.name: l for l in [
     Link("nvlink3", "nvlink", 300.0, 1.0, "NVIDIA A100 whitepaper: 12 NVLink 3.0 links x 25 GB/s per direction", links=12),
     Link("nvlink4", "nvlink", 450.0, 1.0, "NVIDIA H100 whitepaper: 18 NVLink 4.0 links x 25 GB/s per direction", links=18),
     # NVSwitch gives every GPU its full NVLink bandwidth to every other GPU at once.
+    Link("nvswitch1", "nvswitch", 150.0, 1.0, "NVIDIA DGX-2 (NVSwitch gen 1): 6 NVLink 2.0 links x 25 GB/s per V100"),
     Link("nvswitch", "nvswitch", 300.0, 1.0, "NVIDIA DGX A100 (NVSwitch gen 2): 600 GB/s bidirectional per GPU"),
     Link("nvswitch3", "nvswitch", 450.0, 1.0, "NVIDIA DGX H100 (NVSwitch gen 3): 900 GB/s bidirectional per GPU"),
     Link("1gbe", "ethernet", 0.125, 25.0, "IEEE 802.3 1 Gb/s line rate; TCP latency order from OSU MPI benchmarks"),
@@ -123,3 +124,35 @@ LINKS = {l.name: l for l in [
     Link("ib-hdr", "infiniband", 25.0, 1.0, "InfiniBand HDR 4x: 200 Gb/s; ConnectX-6 datasheet 0.6 us + switch"),
     Link("ib-ndr", "infiniband", 50.0, 1.0, "InfiniBand NDR 4x: 400 Gb/s; ConnectX-7 datasheet + switch"),
 ]}
+
+
+# Whole nodes as vendors build them: the cluster keys they set (a scenario's own keys win).
+# `cluster.node = "dgx-a100"` fills gpus_per_node, gpu, intra, host_link, gpus_per_pcie_switch,
+# nics_per_node and inter.
+NODES = {
+    # 8 P100 SXM2, NVLink 1 hybrid cube-mesh, 4 EDR InfiniBand NICs, PCIe 3 (NVIDIA, "NVIDIA DGX-1
+    # System Architecture", WP-08437-001); 2 GPUs and 1 NIC per PCIe switch as on the V100 model.
+    "dgx-1-p100": dict(gpus_per_node=8, gpu="p100", intra="nvlink1", host_link="pcie3", gpus_per_pcie_switch=2,
+                       nics_per_node=4, inter="ib-edr",
+                       source="NVIDIA DGX-1 System Architecture whitepaper (WP-08437-001)"),
+    # 8 V100 SXM2, NVLink 2 hybrid cube-mesh, 4 EDR NICs, each on a PCIe switch with 2 GPUs
+    # (`nvidia-smi topo -m` of a DGX-1V: mlx5_0 PIX with GPUs 0-1, ... mlx5_3 with 6-7, as pasted
+    # in microsoft/msccl-tools tests/test_topologies.py).
+    "dgx-1-v100": dict(gpus_per_node=8, gpu="v100", intra="nvlink2", host_link="pcie3", gpus_per_pcie_switch=2,
+                       nics_per_node=4, inter="ib-edr",
+                       source="NVIDIA DGX-1 with Tesla V100 System Architecture (WP-08437-002); nvidia-smi topo -m"),
+    # 16 V100 on NVSwitch gen 1, 8 x 100 Gb/s InfiniBand/Ethernet NICs, PCIe 3 (NVIDIA DGX-2
+    # datasheet); 2 GPUs per PCIe switch assumed.
+    "dgx-2": dict(gpus_per_node=16, gpu="v100", intra="nvswitch1", host_link="pcie3", gpus_per_pcie_switch=2,
+                  nics_per_node=8, inter="ib-edr", source="NVIDIA DGX-2 datasheet: 16 V100, NVSwitch, 8 x 100 Gb/s"),
+    # 8 A100 SXM4 on NVSwitch gen 2, 8 single-port ConnectX-6 HDR NICs, PCIe 4 (NVIDIA DGX A100
+    # datasheet); 2 GPUs and 2 NICs per PCIe switch (NCCL topology dump in NVIDIA/nccl issue 1505).
+    "dgx-a100": dict(gpus_per_node=8, gpu="a100", intra="nvswitch", host_link="pcie4", gpus_per_pcie_switch=2,
+                     nics_per_node=8, inter="ib-hdr",
+                     source="NVIDIA DGX A100 datasheet: 8 A100, NVSwitch, 8 x 200 Gb/s HDR"),
+    # 8 H100 SXM5 on NVSwitch gen 3, 8 ConnectX-7 400 Gb/s NICs, PCIe 5 (NVIDIA DGX H100
+    # datasheet); 2 GPUs per PCIe switch assumed (not verified).
+    "dgx-h100": dict(gpus_per_node=8, gpu="h100", intra="nvswitch3", host_link="pcie5", gpus_per_pcie_switch=2,
+                     nics_per_node=8, inter="ib-ndr",
+                     source="NVIDIA DGX H100 datasheet: 8 H100, NVSwitch, 8 x 400 Gb/s ConnectX-7"),
+}

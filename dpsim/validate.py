@@ -1,8 +1,9 @@
 """`dpsim validate`: dpsim's predictions beside published measurements (dpsim/published.toml).
 
 Every case there is one published figure with its hardware and source. Its `[case.dpsim]` table
-says how dpsim expresses that hardware with the presets as shipped (GPU, intra- and inter-node
-link, host link, nodes; model and per-GPU batch for training cases), or `skip = "why not"`
+says how dpsim expresses that hardware with the presets as shipped (a node preset such as
+dgx-a100, or GPU, intra- and inter-node link, host link and NICs per node; nodes; model and
+per-GPU batch for training cases), or `skip = "why not"`
 where it cannot (a GPU with no preset, NVLink SHARP, an unstated network).
 
 What is predicted, per kind of case:
@@ -35,7 +36,7 @@ PUBLISHED = Path(__file__).with_name("published.toml")
 GIB = 2 ** 30
 RELATIVE_TOLERANCE = 0.15          # for bus bandwidth and speed-up
 EFFICIENCY_POINTS = 10.0           # percentage points, for scaling efficiency
-CLUSTER_KEYS = ("gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect")
+CLUSTER_KEYS = ("node", "gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect")
 # NCCL moves a ring step through a 4 MiB buffer per channel (NCCL_BUFFSIZE's default, NCCL's
 # environment-variable documentation) in NCCL_STEPS = 8 slots (src/include/device.h), so a
 # receiver reduces 512 KiB slices while the next ones arrive.
@@ -141,7 +142,7 @@ def describe(case) -> str:
     c = sc.cluster
     nics = f", {c.inter} between ({c.nics_per_node} NIC{'s' if c.nics_per_node > 1 else ''} per node, " \
         f"GPUDirect {c.gpudirect})"
-    where = f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (nics if c.nodes > 1 else "")
+    where = (f"{c.node}: " if c.node else "") + f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (nics if c.nodes > 1 else "")
     if case["what"] == "allreduce_busbw":
         work = f"{sc.sync.strategy} all-reduce of {case.get('message_bytes', GIB) / GIB:g} GiB"
     else:

@@ -117,3 +117,26 @@ def test_dgx1_rings_use_every_nvlink():
     assert sync(sc) == pytest.approx(expected, rel=1e-3)
     # Bus bandwidth ~ 6 x 20 GB/s; one ring in GPU order would cross two pairs with no NVLink.
     assert 2 * 7 / 8 * M / sync(sc) / 1e9 == pytest.approx(120, rel=0.05)
+
+
+def test_node_presets_fill_what_the_scenario_leaves_out():
+    from dpsim.errors import ScenarioError
+    from dpsim.hardware import NODES
+    sc = load_scenario({"cluster": {"node": "dgx-a100", "nodes": 2, "inter": "ib-edr"}})
+    c = sc.cluster
+    assert (c.gpus_per_node, c.gpu, c.intra, c.host_link, c.nics_per_node) == (8, "a100", "nvswitch", "pcie4", 8)
+    assert c.inter == "ib-edr"                                   # the scenario's own key wins
+    with pytest.raises(ScenarioError, match="unknown node 'dgx-9'.*dgx-a100"):
+        load_scenario({"cluster": {"node": "dgx-9"}})
+    for name, keys in NODES.items():
+        assert keys["source"], name
+        load_scenario({"cluster": {"node": name, "nodes": 2}})     # every preset is a valid scenario
+
+
+def test_a_dgx1_node_routes_each_gpu_pair_to_its_own_nic():
+    # DGX-1V: mlx5_0 on the PCIe switch of GPUs 0-1, ..., mlx5_3 with GPUs 6-7 (nvidia-smi topo -m).
+    c = Engine(load_scenario({"cluster": {"node": "dgx-1-v100", "nodes": 2}})).cluster
+    for gpu in range(8):
+        first = c.route(f"gpu{gpu}", "gpu8")[:3]
+        assert [ch.name for ch in first] == [f"gpu{gpu}>pcisw0.{gpu // 2}", f"pcisw0.{gpu // 2}>nic0.{gpu // 2}",
+                                             f"nic0.{gpu // 2}>net"]

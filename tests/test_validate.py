@@ -8,7 +8,7 @@ import pytest
 from dpsim import analytic, config, hardware, validate
 
 CASES = validate.load_cases()
-KEYS = {"gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect", "nodes", "gpus_per_node", "strategy",
+KEYS = {"node", "gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect", "nodes", "gpus_per_node", "strategy",
         "model", "batch", "precision", "assumes", "why_off", "skip"}
 
 
@@ -26,7 +26,8 @@ def test_every_case_loads_as_a_scenario_or_says_why_not(case):
         assert validate.scenario(case) is None
         return
     sc = config.load_scenario(validate.scenario(case))
-    assert d["gpu"] in hardware.GPUS                       # presets as shipped, nothing inline
+    assert d.get("node", "") in ("", *hardware.NODES)        # presets as shipped, nothing inline
+    assert d.get("gpu", hardware.NODES.get(d.get("node"), {}).get("gpu")) in hardware.GPUS
     assert all(d[k] in hardware.LINKS for k in ("intra", "inter", "host_link") if k in d)
     assert sc.gpus == sc.cluster.nodes * sc.cluster.gpus_per_node > 1
 
