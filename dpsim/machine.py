@@ -97,7 +97,20 @@ class Machine:
     def _send(self, moves, label, staged):
         overhead = self.message_overhead(staged)
         events = [self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
+        if staged and self.trace is not None:
+            self._trace_staging(moves, events, overhead)
         return self.env.all_of(events)
+
+    def _trace_staging(self, moves, events, overhead):
+        """On each sending GPU's row of the timeline: the MPI call (`message_overhead`, once per
+        step) and then its host-staged messages, until the last of them has arrived."""
+        now, sent = self.env.now, {}
+        for (src, _, _), event in zip(moves, events):
+            sent.setdefault(src, []).append(event)
+        for src, evs in sent.items():
+            self.trace.span(src, "MPI call", now, now + overhead)
+            self.env.all_of(evs).callbacks.append(
+                lambda _, src=src: self.trace.span(src, "host-staged messages", now + overhead, self.env.now))
 
     def _remembered(self, key, moves, label, staged):
         """A step on an idle network, simulated the first time and replayed after. Exact (up to

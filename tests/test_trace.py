@@ -214,3 +214,25 @@ def test_unwritable_trace_path_is_one_line_error(tmp_path, dpsim_cli):
     code, _, err = dpsim_cli("run", *RING4, "--trace", tmp_path / "no" / "such" / "dir.json")
     assert code == 2
     assert err.startswith("dpsim: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_host_staged_messages_show_on_each_gpus_row(tmp_path):
+    """1-bit goes through MPI via host memory: every GPU's row shows each step's MPI call
+    (sync.message_overhead_us long) and its staged messages until the last has arrived, which
+    is when that step's transfers leave the links; a direct ring shows neither."""
+    args = ["cntk-1bit-k80", "--set", "sync.compression=1bit", "--set", "training.iterations=1",
+            "--set", "training.warmup_iterations=0"]
+    res, trace = run_json_and_trace(tmp_path, *args)
+    tracks = spans_by_track(trace)
+    overhead_us = load_scenario("cntk-1bit-k80").sync.message_overhead_us
+    link_ends = sorted({round(e["ts"] + e["dur"], 3) for t, es in tracks.items() if ">" in t for e in es
+                        if e["name"].startswith("1bit-")})
+    for g in range(res["gpus"]):
+        calls = [e for e in tracks[f"gpu{g}"] if e["name"] == "MPI call"]
+        staged = [e for e in tracks[f"gpu{g}"] if e["name"] == "host-staged messages"]
+        assert calls and len(calls) == len(staged)
+        assert all(e["dur"] == pytest.approx(overhead_us, abs=1e-3) for e in calls)
+        for e in staged:
+            assert round(e["ts"] + e["dur"], 3) in link_ends
+    plain = spans_by_track(run_json_and_trace(tmp_path, *RING4)[1])
+    assert not any(e["name"] in ("MPI call", "host-staged messages") for es in plain.values() for e in es)
