@@ -92,3 +92,30 @@ def test_validate_counts_in_prose(word, count):
     rows = [r for r in validate.validate() if r.predicted is not None]
     assert word in README
     assert sum(r.within is (count == 10) for r in rows) == count
+
+
+def test_the_dpsim_run_printout_is_todays():
+    import subprocess
+    import sys
+    block = README.split("`dpsim run d2l-ps-vs-ring` prints:\n\n```\n")[1].split("```")[0]
+    proc = subprocess.run([sys.executable, "-m", "dpsim", "run", "d2l-ps-vs-ring"], capture_output=True, text=True)
+    assert proc.returncode == 0 and [line.rstrip() for line in proc.stdout.splitlines()] == block.splitlines()
+
+
+def dpsim_command_lines():
+    """Every line of README's command blocks that starts with `dpsim ` (comments cut)."""
+    lines = []
+    for block in re.findall(r"```\n(.*?)```", README, flags=re.S):
+        lines += [line.split("  #")[0].split(" > ")[0].strip() for line in block.splitlines() if line.startswith("dpsim ")]
+    return lines
+
+
+@pytest.mark.parametrize("line", dpsim_command_lines())
+def test_every_dpsim_command_line_runs(line, tmp_path, monkeypatch):
+    """As a user would type it, in an empty folder where my.toml is README's scenario example."""
+    import shlex
+    from dpsim_helpers import run_dpsim
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.toml").write_text(re.findall(r"```toml\n(.*?)```", README, flags=re.S)[0])
+    code, out, err = run_dpsim(*shlex.split(line)[1:])
+    assert code == 0, err
