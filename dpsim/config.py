@@ -390,7 +390,7 @@ def _build_section(name: str, table) -> object:
         raise ScenarioError(name, f"expected a table, got {table!r}")
     if name == "cluster" and table.get("node"):
         node = table["node"]
-        if node not in hardware.NODES:
+        if not isinstance(node, str) or node not in hardware.NODES:
             raise ScenarioError("cluster.node", f"unknown node {node!r}; choose one of: {', '.join(hardware.NODES)}")
         table = {**{k: v for k, v in hardware.NODES[node].items() if k != "source"}, **table}
     fields = {f.name: f for f in dataclasses.fields(cls)}
