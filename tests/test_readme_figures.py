@@ -119,3 +119,27 @@ def test_every_dpsim_command_line_runs(line, tmp_path, monkeypatch):
     (tmp_path / "my.toml").write_text(re.findall(r"```toml\n(.*?)```", README, flags=re.S)[0])
     code, out, err = run_dpsim(*shlex.split(line)[1:])
     assert code == 0, err
+
+
+def mpiexec_lines():
+    """The `mpiexec -n N python -m mpi_impl...` lines of README's mpi_impl block (comments cut)."""
+    block = README.split("## The real thing: mpi_impl\n\n```\n")[1].split("```")[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.startswith("mpiexec")]
+
+
+@pytest.mark.parametrize("line", mpiexec_lines())
+def test_readmes_mpi_impl_lines_run_as_typed(line, tmp_path):
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from mpirun import ROOT, mpiexec
+    words = shlex.split(line)
+    assert words[:3] == ["mpiexec", "-n", "4"] and words[3] == "python"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([mpiexec(), *words[1:3], sys.executable, *words[4:]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if "--json" in words:
+        assert (tmp_path / words[words.index("--json") + 1]).exists()
