@@ -34,6 +34,8 @@ in a row (else entering by NIC c), so that every NIC carries one ring each way.
 Every link is two channels, one per direction (full duplex), at the link's achievable
 bandwidth (hardware.Link.achievable_gbs: its nominal rate x its kind's efficiency).
 """
+from functools import cached_property
+
 from . import nvlink
 from .hardware import Link
 from .network import Channel
@@ -49,7 +51,7 @@ class Cluster:
         self.nics, self.gpudirect = nics_per_node, gpudirect
         self.gpus = [f"gpu{i}" for i in range(nodes * gpus_per_node)]
         self.hosts = [f"host{k}" for k in range(nodes)]
-        self.nvlinks = nvlink.graph(gpus_per_node, intra.links or gpus_per_node - 1) if intra.kind == "nvlink" else {}
+        self.nvlinks = nvlink.graph(gpus_per_node, intra.links_per_gpu(gpus_per_node)) if intra.kind == "nvlink" else {}
         self.channels: dict[tuple[str, str], Channel] = {}
         self._routes: dict[tuple[str, str, bool], list[Channel]] = {}
         for k in range(nodes):
@@ -68,7 +70,7 @@ class Cluster:
         for s in range((g + self.per_switch - 1) // self.per_switch):
             self._link(f"pcisw{k}.{s}", host, self.host_link)
         if self.intra.kind == "nvlink":
-            per_link = 1 / (self.intra.links or g - 1)
+            per_link = 1 / self.intra.links_per_gpu(g)
             for (a, b), count in self.nvlinks.items():
                 self._link(f"gpu{k * g + a}", f"gpu{k * g + b}", self.intra, count * per_link)
         elif self.intra.kind == "nvswitch":
@@ -88,6 +90,10 @@ class Cluster:
             return self.switch_of(k * self.gpus_per_node + j * self.gpus_per_node // self.nics)
         return f"host{k}"
 
+    def _nic_of_local(self, local: int) -> int:
+        """The NIC serving a node's GPU number `local`: l x NICs // GPUs."""
+        return local * self.nics // self.gpus_per_node
+
     # -- where things are
     def node_of(self, endpoint: str) -> int:
         if endpoint.startswith("host"):
@@ -98,7 +104,7 @@ class Cluster:
         """The NIC a GPU's inter-node traffic uses (NIC 0 for the host's own)."""
         if not endpoint.startswith("gpu"):
             return 0
-        return int(endpoint[3:]) % self.gpus_per_node * self.nics // self.gpus_per_node
+        return self._nic_of_local(int(endpoint[3:]) % self.gpus_per_node)
 
     def local(self, endpoint: str) -> str:
         """The endpoint's name inside its node ("gpu3" for the fourth GPU of any node, "host",
@@ -132,8 +138,9 @@ class Cluster:
             return [src]
         ks, kd = self.node_of(src), self.node_of(dst)
         if ks != kd:
-            j = self.nic_of(src if src.startswith("gpu") else dst)
-            return self._to_nic(src, j) + ["net"] + self._to_nic(dst, self.nic_of(dst) if dst.startswith("gpu") else j)[::-1]
+            js = self.nic_of(src if src.startswith("gpu") else dst)     # a host uses its GPU peer's NIC
+            jd = self.nic_of(dst) if dst.startswith("gpu") else js
+            return self._to_nic(src, js) + ["net"] + self._to_nic(dst, jd)[::-1]
         if src.startswith("host") or dst.startswith("host"):
             gpu = dst if src.startswith("host") else src
             up = self._to_host(gpu)
@@ -179,7 +186,8 @@ class Cluster:
         """Bandwidth (bytes/s) of the slowest channel on the route, with nothing else in flight."""
         return min(ch.bandwidth for ch in self.route(src, dst))
 
-    # -- NCCL's channels
+    # -- NCCL's channels (found once per cluster: every all-reduce asks for them)
+    @cached_property
     def node_rings(self) -> list[list[int]]:
         """Rings of local GPU numbers inside a node: dpsim.nvlink's over an NVLink graph, else
         one ring in GPU order (on PCIe it crosses the host once per switch; NVSwitch and a
@@ -197,7 +205,11 @@ class Cluster:
         ranks = list(ranks)
         if ranks != self.gpus or len(ranks) < 2:
             return [ranks]
-        orders, g = self.node_rings(), self.gpus_per_node
+        return self._channels
+
+    @cached_property
+    def _channels(self) -> list[list[str]]:
+        orders, g = self.node_rings, self.gpus_per_node
         if self.nodes == 1:
             return [[f"gpu{l}" for l in order] for order in orders]
         return [[f"gpu{k * g + l}" for k in range(self.nodes) for l in self._channel_order(orders, c)]
@@ -207,10 +219,10 @@ class Cluster:
         """Channel c's path through a node: a node ring cut open between two GPUs of NIC c, so
         that it enters and leaves every node by NIC c (tried from ring c on); failing that,
         ring c entering at a GPU of NIC c."""
-        g, nic = self.gpus_per_node, lambda l: l * self.nics // self.gpus_per_node
+        nic = self._nic_of_local
         for i in range(len(orders)):
             order = orders[(c + i) % len(orders)]
-            for start in range(g):
+            for start in range(self.gpus_per_node):
                 path = order[start:] + order[:start]
                 if nic(path[0]) == c and nic(path[-1]) == c:
                     return path

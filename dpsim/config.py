@@ -478,7 +478,7 @@ def _check_resolves(sc: Scenario, model_table: dict):
     intra, g = sc.link_spec("intra"), sc.cluster.gpus_per_node
     if intra.kind == "nvlink":
         try:
-            nvlink.graph(g, intra.links or g - 1)
+            nvlink.graph(g, intra.links_per_gpu(g))
         except ValueError as e:
             raise ScenarioError("cluster.intra", str(e)) from None
     custom = sc.model.params > 0 or sc.model.flops_per_sample > 0

@@ -30,6 +30,11 @@ class Link:
     links: int = 0          # NVLink: links per GPU, which dpsim.nvlink lays out between pairs
     efficiency: float = 0.0  # achievable / nominal; 0 = its kind's (EFFICIENCY)
 
+    def links_per_gpu(self, gpus_per_node: int) -> int:
+        """NVLink links per GPU: the preset's count; without one, a link to every peer (each at
+        bandwidth / (GPUs - 1), a full mesh)."""
+        return self.links or gpus_per_node - 1
+
     @property
     def achievable_gbs(self) -> float:
         """What a long transfer reaches: nominal x efficiency (the link's own or its kind's)."""
