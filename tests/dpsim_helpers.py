@@ -13,6 +13,16 @@ def star(n, bandwidth_gbs=10.0, latency_us=5.0, params=25_000_000, strategy="rin
     }
 
 
+def d2l_transfers_only():
+    """The d2l-ps-vs-ring scenario as d2l.ai's "Parameter Servers" counts it: transfers only, at
+    16 GB/s (latency zero, additions practically free), one bucket."""
+    from dpsim import load_scenario
+    return load_scenario("d2l-ps-vs-ring", {
+        "cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9,
+        "cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0},
+        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mib": 0})
+
+
 def run_dpsim(*args):
     """The dpsim command in this process: (exit code, stdout, stderr); argparse's own usage
     errors come back as their exit code. conftest's dpsim_cli fixture is this function."""

@@ -6,7 +6,7 @@ from dpsim import analytic, load_scenario, sweep
 from dpsim.engine import Engine
 from dpsim.hardware import GPUS
 
-from dpsim_helpers import star
+from dpsim_helpers import d2l_transfers_only, star
 
 V100_GAMMA = 3 / (GPUS["v100"].mem_bw_gbs * 1e9)
 
@@ -69,10 +69,7 @@ def test_dataparallel_sync_is_a_pipelined_broadcast_and_reduce(n):
 def test_d2l_lecture_figures():
     """d2l.ai "Parameter Servers": 160 MB, 4 GPUs, 16 GB/s PCIe: 60 ms on GPU 0, 80 ms on the
     CPU, 15 ms sharded. The lecture ignores latency and the cost of adding, so we make both tiny."""
-    base = load_scenario("d2l-ps-vs-ring", {
-        "cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9,
-        "cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0},
-        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mib": 0})
+    base = d2l_transfers_only()
     for overrides, ms in [({"sync.ps_location": "gpu0"}, 60), ({"sync.ps_location": "cpu"}, 80),
                           ({"sync.strategy": "sharded-ps"}, 15)]:
         assert Engine(base.with_overrides(overrides)).sync_alone() * 1e3 == pytest.approx(ms, rel=0.01)

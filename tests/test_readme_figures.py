@@ -10,6 +10,9 @@ from dpsim import simulate, sweep, validate
 from dpsim.engine import Engine
 from dpsim import load_scenario
 
+from dpsim_helpers import d2l_transfers_only
+from test_stories import SYNTHETIC, TF_AFTER, TF_BEFORE
+
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
 
@@ -41,20 +44,12 @@ def test_onebit_wins_row():
 
 def test_d2l_row():
     # As lecture 2 and test_analytic count: latency zero, additions practically free.
-    base = load_scenario("d2l-ps-vs-ring", {
-        "cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9,
-        "cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0},
-        "cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}, "sync.bucket_mib": 0})
+    base = d2l_transfers_only()
     ms = [Engine(base.with_overrides(o)).sync_alone() * 1e3 for o in
           ({"sync.ps_location": "gpu0"}, {"sync.ps_location": "cpu"}, {"sync.strategy": "sharded-ps"})]
     assert story_row("d2l-ps-vs-ring").startswith(" / ".join(f"{x:.0f}" for x in ms) + " ms")
 
 
-TF_AFTER = {"compute.efficiency": 0.0504, "compute.dispatch_ms_per_gpu": 18.8,
-            "data.decode_ms_per_sample": 1.18, "sync.update_location": "gpu", "sync.overlap": False}
-TF_BEFORE = {**TF_AFTER, "compute.efficiency": 0.0302, "compute.dispatch_ms_per_gpu": 30.5,
-             "data.decode_ms_per_sample": 1.62}
-SYNTHETIC = {"data.source": "synthetic"}
 
 
 def test_mxnet_vs_tf_row():
