@@ -14,7 +14,8 @@ In both cases the current CUDA stream is synchronised before each MPI call, beca
 knows nothing about CUDA streams and would otherwise read half-computed data.
 
 **Pipelining.**  A step that receives a chunk and adds it (ring, halving-doubling,
-sharded-ps) goes through :meth:`Wire.sendrecv_add`, which cuts the chunk into segments of
+sharded-ps) goes through :meth:`Wire.sendrecv_add` (or :meth:`Wire.exchange_add`, the same for
+many messages at once), which cuts the chunk into segments of
 ``wire.segment`` bytes (default :data:`SEGMENT_BYTES`) and keeps two in flight: segment s+1
 travels (and, when staged, is copied to and from the host) while segment s is added.  On a
 CPU the gain is mostly the cache: a segment is added while it is still in L2, instead of a
@@ -274,7 +275,7 @@ class Wire:
     def sendrecv(self, send, dest: int, recv, source: int):
         """Send `send` to rank dest while receiving `recv` from rank source."""
         if self.stage and self.segment:        # copies to and from the host overlap MPI
-            return self._pipelined(send, dest, recv, source, base=None)
+            return self._pipelined([(send, dest)], [source], recv, base=None)
         if dest != self.rank:
             self.bytes_sent += send.nbytes
         self._sync()
@@ -288,55 +289,74 @@ class Wire:
 
         Pipelined in segments of self.segment bytes (see the module docstring).  With
         segment=None, the textbook step: the whole message, then the whole addition."""
+        return self.exchange_add([(send, dest)], [source], into, base)
+
+    def exchange_add(self, sends, sources, into, base=None):
+        """Send every (array, dest) of `sends` and receive a copy as long as `into` from
+        every rank in `sources`, all at once; store ``base + the copies`` in `into`, added
+        in the order of `sources` (the same bits whatever order they land in).  base
+        defaults to into: add in place.  sendrecv_add is this with one message each way."""
         base = into if base is None else base
         if self.segment:
-            return self._pipelined(send, dest, into, source, base)
-        landing = scratch(self.xp, "landing", into.size, into.dtype)
-        self.sendrecv(send, dest, landing, source)
-        self.xp.add(base, landing, out=into)
+            return self._pipelined(sends, sources, into, base)
+        landing = scratch(self.xp, "landing", len(sources) * into.size, into.dtype)
+        copies = [landing[k * into.size:(k + 1) * into.size] for k in range(len(sources))]
+        self.exchange(sends, list(zip(copies, sources)))
+        self.xp.add(base, copies[0], out=into)
+        for copy in copies[1:]:
+            self.xp.add(into, copy, out=into)
 
-    def _pipelined(self, send, dest, into, source, base):
-        """Segment i of `send` goes to dest and segment i of `into` comes from source (each
-        side cuts its own message, so the counts match); two segments are in flight while
-        the one before them is delivered and, unless base is None, added: into = base + it.
-        When base is separate memory (not into), segments land in `into` itself and base is
-        added in place ("straight"), which moves 3 bytes of memory per byte added where
-        adding into a third array moves 4 (the write needs its cache line read first)."""
+    def _pipelined(self, sends, sources, into, base):
+        """Segment i of every message in `sends` goes out and segment i of every copy of
+        `into` comes in from `sources` (each side cuts its own message, so the counts match);
+        two segments are in flight while the one before them is delivered and, unless base
+        is None, added: into = base + the copies.  When base is separate memory (not into),
+        the first copy lands in `into` itself and base is added in place ("straight"), which
+        moves 3 bytes of memory per byte added where adding into a third array moves 4 (the
+        write needs its cache line read first).  base None: one source, nothing added."""
         xp, seg = self.xp, max(1, self.segment // into.itemsize)
-        straight = base is not None and not overlaps(xp, base, into)
         cut = lambda a, i: a[i * seg:(i + 1) * seg]
-        sends, recvs = -(-send.size // seg), -(-into.size // seg)     # 0 for an empty message
-        if dest != self.rank:
-            self.bytes_sent += send.nbytes
-        landing = None if base is None or straight else scratch(xp, "landing", 2 * seg, into.dtype)
+        count = lambda a: -(-a.size // seg)             # segments of a; 0 for an empty message
+        straight = base is None or not overlaps(xp, base, into)
+        apart = len(sources) - straight                 # copies that land in scratch, per segment
+        landing = scratch(xp, "landing", 2 * apart * seg, into.dtype) if apart else None
+        self.bytes_sent += sum(a.nbytes for a, dest in sends if dest != self.rank)
         self._sync()                            # send's data (and base) are computed
+        recvs = count(into)
 
         def post(i):
-            """Start segment i: its receive and its send.  Slot i % 2 is free again: its
+            """Start segment i: its receives and its sends.  Slot i % 2 is free again: its
             last user, segment i - 2, was delivered and added before this is called."""
-            target = cut(into, i) if landing is None else landing[(i % 2) * seg:][:cut(into, i).size]
+            size = cut(into, i).size
+            targets = [cut(into, i)] if straight else []
+            targets += [landing[((i % 2) * apart + k) * seg:][:size] for k in range(apart)]
             if self.stage:
                 self._sync()                    # the GPU has finished copying slot i % 2 up
-            host = self._incoming(target, f"recv{i % 2}")
+            hosts = [self._incoming(t, f"recv{k}.{i % 2}") for k, t in enumerate(targets)]
             requests = []
             if i < recvs:
-                requests.append(self.comm.Irecv(host, source, 0))
-            if i < sends:
-                requests.append(self.comm.Isend(self._outgoing(cut(send, i), f"send{i % 2}"), dest, 0))
-            return requests, target, host
+                requests += [self.comm.Irecv(h, source, 0) for h, source in zip(hosts, sources)]
+            requests += [self.comm.Isend(self._outgoing(cut(a, i), f"send{k}.{i % 2}"), dest, 0)
+                         for k, (a, dest) in enumerate(sends) if i < count(a)]
+            return requests, targets, hosts
 
-        steps = max(sends, recvs)
+        steps = max([recvs] + [count(a) for a, _ in sends])
         pending = post(0) if steps else None
         for i in range(steps):
             ahead = post(i + 1) if i + 1 < steps else None
-            requests, target, host = pending
+            requests, targets, hosts = pending
             MPI.Request.Waitall(requests)
             if i < recvs:
-                self._deliver(host, target)
-                if straight:
-                    xp.add(target, cut(base, i), out=target)
-                elif base is not None:
-                    xp.add(cut(base, i), target, out=cut(into, i))
+                for host, target in zip(hosts, targets):
+                    self._deliver(host, target)
+                if base is not None:
+                    out, first = cut(into, i), targets[0]
+                    if straight:
+                        xp.add(first, cut(base, i), out=out)
+                    else:
+                        xp.add(cut(base, i), first, out=out)
+                    for copy in targets[1:]:
+                        xp.add(out, copy, out=out)
             pending = ahead
 
     def send(self, a, dest: int):
@@ -350,10 +370,11 @@ class Wire:
         self.comm.Recv(into, source, 0)
         self._deliver(into, a)
 
-    def exchange(self, sends, receives, arrived):
+    def exchange(self, sends, receives, arrived=None):
         """Post every (array, peer) of `sends` and every (array, peer) of `receives` at
-        once, and call arrived(k) as soon as receive k has landed (in arrival order, while
-        the others are still travelling).  Returns when everything has been sent."""
+        once, and call arrived(k), if given, as soon as receive k has landed (in arrival
+        order, while the others are still travelling).  Returns when everything has been
+        sent."""
         self._sync()
         out = [self._outgoing(a, f"xsend{k}") for k, (a, _) in enumerate(sends)]
         into = [self._incoming(a, f"xrecv{k}") for k, (a, _) in enumerate(receives)]
@@ -363,7 +384,8 @@ class Wire:
         for _ in receives:
             k = MPI.Request.Waitany(posted)
             self._deliver(into[k], receives[k][0])
-            arrived(k)
+            if arrived:
+                arrived(k)
         MPI.Request.Waitall(sent)
 
     def allreduce(self, buf, x=None):

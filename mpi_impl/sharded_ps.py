@@ -1,24 +1,28 @@
 """Sharded parameter server: every rank is the server for one shard of the buffer.
 
 The buffer of n elements is cut into p shards; rank j owns shard j.  Every rank talks to
-every other rank directly (no ring, no tree), one partner per step, in p - 1 steps per phase
-(pairwise exchange: in step k, rank r sends to rank r + k and hears from rank r - k, so
-every rank is busy sending and receiving in every step).
+every other rank directly (no ring, no tree), and posts all its messages of a phase at once
+(as a key-value store pushes every key to its server at once: d2l.ai's third design).
 
-1. **Reduce the own shard.**  In step k, rank r sends its copy of shard (r + k) to that
-   shard's owner, receives rank (r - k)'s copy of shard r, and adds it in.  After p - 1
-   steps rank r holds the full sum of shard r.
-2. **Gather the shards.**  In step k, rank r sends its finished shard to rank r + k and
-   receives the finished shard (r - k) from its owner.
+1. **Reduce the own shard.**  Rank r sends its copy of every other shard j to its owner j,
+   and receives every other rank's copy of shard r, all at once; it adds them to its own
+   copy in a fixed order (from r - 1, r - 2, ...: the same bits whatever order they land
+   in).  Now rank r holds the full sum of shard r.
+2. **Gather the shards.**  Rank r sends its finished shard to every other rank and receives
+   every other finished shard straight into place, all at once.
 
 Every link now carries only 1/p of the traffic of a single server.  Per rank (Thakur,
-Rabenseifner & Gropp 2005 notation)
+Rabenseifner & Gropp 2005 notation), as ``dpsim.analytic.sharded_ps`` and dpsim's
+``strategies/sharded_ps.py`` model it:
 
-    T_sharded = 2 (p - 1) alpha  +  2 (p - 1)/p  m beta  +  (p - 1)/p  m gamma
+    T_sharded = 2 alpha  +  2 (p - 1)/p  m beta  +  (p - 1)/p  m gamma
 
-the same as the ring.  The difference shows on a real network: every rank talks to every
-other, so each step crosses the whole machine (a switch must carry it at once), while the
-ring only ever talks to neighbours.
+the ring's bytes in two rounds of messages instead of 2 (p - 1).  The price shows on a real
+network: p (p - 1) messages are in flight at once, so every pair must be able to talk at
+full speed (a switch), where the ring only ever talks to neighbours.
+
+Phase 1 goes through ``wire.exchange_add``, pipelined in segments like the ring's steps
+(``_xp.py``): segment s + 1 of every message travels while segment s's copies are added.
 """
 from __future__ import annotations
 
@@ -40,16 +44,15 @@ def allreduce(buf, wire, x=None):
         return a[bounds[j]:bounds[j + 1]]
 
     mine = shard(buf, r)
+    owners = [(r + k) % p for k in range(1, p)]        # whom I send to
+    senders = [(r - k) % p for k in range(1, p)]       # whom I hear from
 
-    # 1. reduce my shard: everyone's copy of it comes to me, one sender per step;
-    #    the others' shards of my input go out unchanged
-    for k in range(1, p):
-        wire.sendrecv_add(shard(x, r + k), (r + k) % p, mine, (r - k) % p,
-                          base=shard(x, r) if k == 1 else mine)
+    # 1. reduce my shard: every rank's copy of it comes to me, all at once, while my copy
+    #    of every other shard goes to its owner
+    wire.exchange_add([(shard(x, j), j) for j in owners], senders, mine, base=shard(x, r))
 
-    # 2. gather: my finished shard goes to everyone, theirs come to me
-    for k in range(1, p):
-        wire.sendrecv(mine, (r + k) % p, shard(buf, r - k), (r - k) % p)
+    # 2. gather: my finished shard goes to everyone, theirs land in place, all at once
+    wire.exchange([(mine, j) for j in owners], [(shard(buf, j), j) for j in senders])
 
 
 def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
@@ -64,4 +67,4 @@ def bytes_sent(count: int, itemsize: int, p: int, rank: int = 0) -> int:
 def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
     """T_sharded above for `count` elements: the time with no overlap of transfer and addition."""
     m = count * itemsize
-    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma
+    return 2 * alpha + 2 * (p - 1) / p * m * beta + (p - 1) / p * m * gamma

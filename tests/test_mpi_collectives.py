@@ -77,13 +77,13 @@ def test_bench_on_one_rank_writes_valid_json(tmp_path, mpirun):
 
 
 @pytest.mark.parametrize("n", range(2, 10))
-@pytest.mark.parametrize("algo", ["ring", "recursive-doubling", "halving-doubling"])
+@pytest.mark.parametrize("algo", ["ring", "recursive-doubling", "halving-doubling", "sharded-ps"])
 def test_seconds_match_dpsim_closed_forms(algo, n):
     """mpi_impl's cost formulas against dpsim.analytic's, written separately."""
     import mpi_impl
     from dpsim import analytic
     formula = {"ring": analytic.ring, "recursive-doubling": analytic.recursive_doubling,
-               "halving-doubling": analytic.halving_doubling}[algo]
+               "halving-doubling": analytic.halving_doubling, "sharded-ps": analytic.sharded_ps}[algo]
     alpha, beta, gamma = 3e-6, 1e-10, 2.5e-10
     m = 1 << 20
     assert mpi_impl.seconds(algo, m // 4, 4, n, alpha, beta, gamma) == \
