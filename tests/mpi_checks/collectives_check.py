@@ -160,6 +160,17 @@ if p > 1:
     if not close_enough(buf, oracle(x), x):
         fail("sharded-ps through the counting wire: wrong result")
 
+# Wire.exchange hands receives over in the order given (it waits on each in turn: MPICH's
+# Waitany is slow with ranks outnumbering cores), every one of them, with the right data
+if p > 1:
+    peers = [j for j in range(p) if j != rank]
+    got = [np.zeros(5) for _ in peers]
+    order = []
+    Wire(comm, np).exchange([(np.full(5, float(rank)), j) for j in peers],
+                            list(zip(got, peers)), order.append)
+    if order != list(range(len(peers))) or any((g != j).any() for g, j in zip(got, peers)):
+        fail(f"exchange: receives handed over as {order}, data {[g[0] for g in got]}")
+
 bad = np.array([len(failures)])
 comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
 for line in failures:
