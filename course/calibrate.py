@@ -29,7 +29,7 @@ code and codec) and becomes one scenario key (the fits are in course/fit.py):
   scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
                rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
   1-bit codec  OneBitAllreduce's seconds on 2 ranks at two buffer sizes (the gradient and an
-               eighth of it, at least 2**20 values), less what dpsim's link
+               eighth of it, at least 2**20 values; the median of the rounds), less what dpsim's link
                model says its messages take: a cost per call and per byte of dpsim's
                quantise/decode kernels               -> compute.kernel_launch_us, codec_gbs
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
@@ -146,7 +146,7 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40
     for r in range(ROUNDS):                       # rounds, so that a busy moment hits one of each
         say(f"probing 1, 2, ... ranks at once (round {r + 1} of {ROUNDS})")
         for n in probes:
-            codec = (values, max(values // 8, 1)) if n == "2" and r == 0 else ()
+            codec = (values, max(values // 8, 1)) if n == "2" else ()
             syncs = ("ring",) if n != "1" else ()      # the rhythm of training: compute, then a sync
             probes[n].append(launch.probe(int(n), syncs=syncs, codec=codec, steps=32, **net_args))
     return {
@@ -277,9 +277,17 @@ def profile_dict(m):
     if cpu and over and 2 * n > capacity:      # the mean: a rare long wait for the scheduler counts
         slice_s = per_round(m, 2 * n, lambda p, _: fit_timeslice(lat, p["one_way_mean_s"][0], 2 * n, capacity))
         prof["cluster"]["timeslice_us"] = round(slice_s * 1e6, 1)
-    launch_us, codec_gbs = onebit_codec(prof, m["probes"]["2"][0])
+    launch_us, codec_gbs = onebit_codec(prof, codec_probe(m["probes"]["2"]))
     prof["compute"].update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))
     return prof
+
+
+def codec_probe(probes):
+    """The 1-bit calls of every round's 2-rank probe as one: per buffer size, the median
+    seconds over the rounds (one round alone moved from calibration to calibration)."""
+    timed = [p for p in probes if p.get("onebit_s")]
+    return {"codec_values": timed[0]["codec_values"],
+            "onebit_s": [float(np.median(col)) for col in zip(*(p["onebit_s"] for p in timed))]}
 
 
 def onebit_codec(prof, probe):
