@@ -68,6 +68,17 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
         assert len(two["onebit_s"]) == 2 and two["onebit_s"][0] > two["codec_s"][0] > 0
 
 
+def test_overhead_is_the_median_of_the_sweep_and_the_one_rank_probes():
+    def probe(load, scale):
+        steps = {part: [[v] * 4] for part, v in (("load", load), ("scale", scale), ("compute", 5e-3),
+                                                   ("update", 1e-3), ("sync", 0.0), ("codec", 0.0))}
+        return {"ranks": 1, "blocks": {"none": {"steps_s": steps, "sync_steps_s": []}},
+                "sizes_bytes": [], "one_way_s": []}
+    m = {"load_s": 1e-4, "scale_s": 1e-4,                          # the sweep: 0.2 ms
+         "probes": {"1": [probe(3e-4, 1e-4), probe(1e-4, 2e-4), probe(2e-4, 3e-4)]}}   # 0.4, 0.3, 0.5
+    assert calibrate.overhead_s(m) == pytest.approx(0.35e-3)     # median of 0.2, 0.4, 0.3, 0.5
+
+
 def test_codec_probe_takes_each_size_median_over_the_rounds():
     rounds = [{"codec_values": [800, 100], "onebit_s": [1.0, 0.5]},
               {"codec_values": [800, 100], "onebit_s": [3.0, 0.1]},
