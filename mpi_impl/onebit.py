@@ -17,9 +17,9 @@ The buffer is cut into p stripes; rank j owns stripe j and plays "server" for it
    The result is an approximation of the sum over ranks, the same on every rank.
 
 Steps 2-3 and step 5 are pipelined (``Wire.exchange``): all messages are posted at once and
-each copy is decoded as soon as it lands, while the others are still travelling.  The
-decoded copies are still added in rank order, so the result does not depend on which
-message came first.
+each copy is decoded as soon as it (and every copy posted before it) has landed, while the
+later ones are still travelling.  The decoded copies are added in rank order, so the result
+does not depend on which message came first.
 
 With ``error_feedback=False`` the residuals stay zero (plain sign compression).
 
@@ -250,7 +250,7 @@ class OneBitAllreduce:
             decode(my_signs, my_scales, own, one)
             xp.subtract(total, one, out=plan.server_residual)
 
-        # 5. all-gather the quantised stripes, decoding each as it lands
+        # 5. all-gather the quantised stripes, decoding each in turn as it lands
         out = xp.empty(x.shape, x.dtype)
         flat = out.reshape(-1)
         waiting = [2] * p
