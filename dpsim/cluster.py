@@ -85,9 +85,11 @@ class Cluster:
                 self._link(nic, "net", self.inter)
 
     def _nic_parent(self, k, j):
-        """What NIC j of node k hangs off: its GPUs' PCIe switch (GPUDirect), else the host."""
+        """What NIC j of node k hangs off: with GPUDirect the PCIe switch of the first GPU it
+        serves (the smallest l with l x NICs // GPUs = j: ceil(j x GPUs / NICs)), else the host."""
         if self.gpudirect:
-            return self.switch_of(k * self.gpus_per_node + j * self.gpus_per_node // self.nics)
+            first = min(-(-j * self.gpus_per_node // self.nics), self.gpus_per_node - 1)
+            return self.switch_of(k * self.gpus_per_node + first)
         return f"host{k}"
 
     def _nic_of_local(self, local: int) -> int:

@@ -88,6 +88,23 @@ def test_routes_hop_by_hop():
         "host1>pcisw1.1", "pcisw1.1>gpu7"]
 
 
+@pytest.mark.parametrize("g, nics", [(6, 4), (8, 3), (3, 2), (4, 4), (8, 8), (2, 4), (5, 3)])
+def test_every_nic_hangs_off_the_switch_of_a_gpu_it_serves(g, nics):
+    # With GPUDirect, NIC j sits under the PCIe switch of the first GPU it serves, so that
+    # GPU reaches it without crossing the host (6 GPUs, 4 NICs: NIC 1 serves GPU 2 alone,
+    # which is on switch 1; the old floor(j g / NICs) put it under GPU 1's switch 0).
+    c = Engine(scenario(g=g, nics=nics)).cluster
+    for k in range(2):
+        for l in range(g):
+            gpu = f"gpu{k * g + l}"
+            hops = [ch.name for ch in c.route(gpu, f"gpu{(1 - k) * g + l}")]
+            nic = f"nic{k}.{c.nic_of(gpu)}"
+            up = hops[:hops.index(f"{nic}>net")]
+            served = [m for m in range(g) if c.nic_of(f"gpu{k * g + m}") == c.nic_of(gpu)]
+            if l == served[0]:
+                assert not any("host" in h for h in up), (gpu, hops)
+
+
 def test_channels_every_rank_once_and_every_nic_once_each_way():
     c = Engine(scenario(nodes=3, g=8, nics=8)).cluster
     rings = c.rings(c.gpus)
