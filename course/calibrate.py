@@ -184,16 +184,21 @@ def loop_figures(m):
     that (a drift is a speed factor on every batch)."""
     sweep = {int(b): t for b, t in m["compute_s"]}
     at_batch = statistics.median(compute_moments(m))
-    update_s = statistics.median([m["update_s"]] + [summarise([p])["update_s"] for p in m["probes"]["1"]])
+    update_s = statistics.median(loop_moments(m, lambda d: d["update_s"]))
     return [(b, t * at_batch / sweep[m["batch"]]) for b, t in sweep.items()], update_s
+
+
+def loop_moments(m, figure):
+    """figure(parts) at every moment calibrate timed the 1-rank loop's parts: the one-process
+    sweep (m itself, at the run's batch), then each round's 1-rank probe."""
+    return [figure(m)] + [figure(summarise([p])) for p in m["probes"]["1"]]
 
 
 def overhead_s(m):
     """Dividing the gradient by N plus taking a batch, per step: the median of the moments
     (the one-process sweep, then every 1-rank probe, which runs under mpiexec as training
     does; in-process it came out 0.05-0.1 ms shorter)."""
-    parts = lambda d: d["load_s"] + d["scale_s"]
-    return statistics.median([parts(m)] + [parts(summarise([p])) for p in m["probes"]["1"]])
+    return statistics.median(loop_moments(m, lambda d: d["load_s"] + d["scale_s"]))
 
 
 def link_gbs(probe):
