@@ -40,14 +40,8 @@ def cmd_list(args):
 
 
 def cmd_show(args):
-    sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
-    print(f"# {sc.name}\n# {sc.description.strip()}\n# source: {sc.source.strip()}")
-    for note in config.notes(sc):
-        print(f"# note: {note}")
-    for section in config.SECTIONS:
-        print(f"\n[{section}]")
-        for key, value in getattr(sc, section).__dict__.items():
-            print(f"{key} = {json.dumps(value)}")
+    from .scenario_file import to_toml
+    print(to_toml(config.load_scenario(args.scenario, config.parse_sets(args.set))), end="")
 
 
 def timeline_path(plot_path: str) -> str:
@@ -131,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a key, e.g. --set sync.strategy=ps (repeatable)")
         return q
 
-    scenario_command("show", "print a scenario with every default filled in")
+    scenario_command("show", "print a scenario with every default filled in, as a TOML file "
+                     "that dpsim run reads (dpsim show NAME > my.toml)")
     run = scenario_command("run", "simulate a scenario")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--progress", action="store_true",
