@@ -36,17 +36,40 @@ def _powers_of_two(counts) -> bool:
     return all(c >= 1 and c & (c - 1) == 0 for c in counts)
 
 
+def _same_lines(series):
+    """The labels of `series` grouped where their (GPUs, speed-up) points are identical: such
+    lines would hide each other, so each group is drawn once under all its labels."""
+    groups = {}
+    for label, results in series.items():
+        points = tuple(sorted((r.gpus, r.speedup) for r in results))
+        groups.setdefault(points, []).append(label)
+    return groups
+
+
+def _gpus_per_node(series) -> int:
+    """GPUs of one node where a sweep went past one node (0 if it never did, or nodes differ)."""
+    clusters = [(r.scenario or {}).get("cluster", {}) for results in series.values() for r in results]
+    per_node = {c.get("gpus_per_node", 0) for c in clusters if c.get("nodes", 1) > 1}
+    return per_node.pop() if len(per_node) == 1 else 0
+
+
 def scaling(series, path=None, title=""):
     """Speed-up against GPU count: one line per label in `series` (label -> list of Result),
-    and the ideal line y = x. The x axis is log2 when every count is a power of two."""
+    and the ideal line y = x. The x axis is log2 when every count is a power of two. Where the
+    counts go past one node, a dotted line marks it (the network between nodes joins there);
+    lines with the same points are drawn once, under all their labels."""
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     counts = sorted({r.gpus for results in series.values() for r in results})
     if not counts:
         counts = [1]
     ax.plot(counts, counts, linestyle="--", color="grey", label="ideal (speed-up = GPUs)")
-    for label, results in series.items():
-        results = sorted(results, key=lambda r: r.gpus)
-        ax.plot([r.gpus for r in results], [r.speedup for r in results], marker="o", label=label)
+    for points, labels in _same_lines(series).items():
+        label = labels[0] if len(labels) == 1 else " = ".join(labels) + " (the same line)"
+        ax.plot([g for g, _ in points], [x for _, x in points], marker="o", label=label)
+    per_node = _gpus_per_node(series)
+    if per_node:
+        ax.axvline(per_node, color="black", linestyle=":", lw=1,
+                   label=f"one node ({per_node} GPUs); right of it, nodes talk over the network")
     if len(counts) > 1 and _powers_of_two(counts):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
@@ -59,7 +82,7 @@ def scaling(series, path=None, title=""):
     ax.set_ylabel("speed-up over one GPU (x)")
     ax.set_title(title or "Speed-up against GPU count")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     return _save(fig, path)
 
 
@@ -81,14 +104,19 @@ def breakdown(results, path=None, labels=None, title=""):
     ax.set_ylabel("time per iteration (ms)")
     ax.set_ylim(0, max(bottom + [1e-9]) * 1.15)
     ax.set_title(title or "Where an iteration's time goes")
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    handles, names = ax.get_legend_handles_labels()           # top of the stack first, as drawn
+    ax.legend(handles[::-1], names[::-1], loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _save(fig, path)
 
 
 # Fixed colours for the steps of an iteration, so every timeline reads the same way; other span
 # names (transfers, codec kernels) take colours from a palette in order of first appearance.
 STEP_COLOURS = {"load": "#dd8452", "forward": "#4c72b0", "backward": "#8fb0de", "update": "#55a868",
-                "reduce": "#c44e52", "host-to-device": "#937860"}
+                "reduce": "#c44e52", "host-to-device": "#937860",
+                "reduce-scatter": "#6a3d9a", "all-gather": "#e6ab02"}
+# How lanes are named (dpsim.cluster's endpoints), written under every timeline.
+LANE_NAMES = ("rows: gpuN = GPU N, hostN = node N's CPU; A>B = the link channel from A to B, where "
+              "pciswN.S = PCIe switch S of node N, nvswN = its NVSwitch, nicN.J = NIC J, net = the network")
 MAIN_STEPS = {"load", "forward", "backward", "update"}      # drawn full height; kernels beside them half
 
 
@@ -138,7 +166,7 @@ def gantt(trace, path=None, ax=None, title="", max_lanes=24, iterations=None):
         handles.append(Patch(color="grey", alpha=0.12, label="warm-up"))
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
-    ax.set_xlabel("simulated time (ms); thin lines: iteration starts")
+    ax.set_xlabel(f"simulated time (ms); thin lines: iteration starts\n{LANE_NAMES}", fontsize=8)
     ax.set_title(title or "Simulated timeline")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)
