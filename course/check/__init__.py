@@ -99,6 +99,7 @@ class Worked:
     rubric: tuple = ("", "", "")                # (full, partial, no credit): what earns each
     rel: float | None = None
     abs_tol: float | None = None
+    tol_unit: str = ""                          # abs_tol's unit, e.g. "percentage points"
 
 
 def accepts(w: Worked) -> str:
@@ -106,7 +107,7 @@ def accepts(w: Worked) -> str:
     if w.rel is not None:
         return f"within {w.rel:.0%} of it"
     if w.abs_tol is not None:
-        return f"within {w.abs_tol:g} of it"
+        return f"within {w.abs_tol:g} {w.tol_unit} of it".replace("  ", " ")
     return "exactly this"
 
 
