@@ -80,3 +80,62 @@ def solutions(n: int, result=None) -> dict:
                    "comparison (the JSON of course compare --json, loaded)" for k in (1, 2, 3)}
     args = (result,) if n == 6 else ()
     return {k: getattr(module, f"solution{k}")(*args) for k in (1, 2, 3)}
+
+
+# ------------------------------------------------------------------ worked solutions (teacher)
+
+@dataclass(frozen=True)
+class Worked:
+    """One exercise's worked solution: the answer (what solutionK returns), the reasoning with
+    its intermediate figures (computed, never typed in), the wrong answers the checker
+    recognises with what each reveals, and a rubric. `rel` / `abs_tol`: the checker's
+    tolerance around the answer, if it has one."""
+    exercise: int
+    title: str
+    answer: object
+    shown: str                                  # the answer as the text states it, with its unit
+    steps: tuple                                # the reasoning, one figure-filled line a step
+    wrong: tuple = ()                           # (a wrong answer, what it reveals)
+    rubric: tuple = ("", "", "")                # (full, partial, no credit): what earns each
+    rel: float | None = None
+    abs_tol: float | None = None
+    tol_unit: str = ""                          # abs_tol's unit, e.g. "percentage points"
+
+
+def accepts(w: Worked) -> str:
+    """The checker's tolerance in words."""
+    if w.rel is not None:
+        return f"within {w.rel:.0%} of it"
+    if w.abs_tol is not None:
+        return f"within {w.abs_tol:g} {w.tol_unit} of it".replace("  ", " ")
+    return "exactly this"
+
+
+def worked(n: int, result=None) -> str:
+    """Lecture n's worked solutions as text, for the teacher (course/TEACHING.md):
+    `python -c "from course.check import worked; print(worked(1))"`. Every figure in it is
+    computed by the checker's own code; every wrong answer's line quotes the checker's
+    verdict on it. Lecture 6 takes the student's comparison (the dict or the path of the
+    compare.json file), as solutions(6, result) does; without it, the method."""
+    module = lecture(n)
+    entries = module.worked_solutions(result)
+    lines = [f"Lecture {n}: worked solutions (teacher's copy; answers computed by course/check/lecture{n}.py)"]
+    for w in entries:
+        check = getattr(module, f"exercise{w.exercise}")
+        verdict = (lambda a: check(a)) if n != 6 else (lambda a: check(a, result))
+        lines += ["", f"Exercise {w.exercise}: {w.title}"]
+        if w.answer is None:
+            lines.append(f"  Answer: {w.shown}")
+        else:
+            lines.append(f"  Answer: {w.shown}   (solution{w.exercise}(); the checker accepts {accepts(w)})")
+        lines.append("  Reasoning:")
+        lines += [f"    {i}. {s}" for i, s in enumerate(w.steps, start=1)]
+        if w.wrong:
+            lines.append("  Common wrong answers (the checker's verdict, then what the answer reveals):")
+            for answer, reveals in w.wrong:
+                lines.append(f"    - {answer!r}: {verdict(answer)}")
+                lines.append(f"      reveals: {reveals}")
+        full, partial, none = w.rubric
+        lines += ["  Rubric:", f"    full credit: {full}", f"    partial credit: {partial}",
+                  f"    no credit: {none}"]
+    return "\n".join(lines)

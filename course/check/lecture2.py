@@ -110,3 +110,57 @@ def exercise3(answer) -> Verdict:
         table = ", ".join(f"{s} {b / 1e6:.0f} MB" for s, b in sent.items())
         return Verdict(True, f"{expected} ({table})")
     return verdict
+
+
+# ------------------------------------------------------------------ worked solutions (teacher)
+
+def worked_solutions(result=None):
+    """The three exercises worked step by step, every figure computed from the constants above
+    and dpsim.analytic (course.check.worked(2) prints them)."""
+    from . import Worked
+    n, m, beta = GPUS, GRADIENT_BYTES, 1 / (LINK_GBS * 1e9)
+    gather = (n - 1) * m * beta
+    one = Worked(
+        1, "parameter server on GPU 0 (ms)", solution1(), f"{solution1():.4g} ms", (
+            f"the other {n - 1} GPUs send their {m / 1e6:g} MB to GPU 0 through its one incoming link: "
+            f"(n-1) m / B = {n - 1} x {m / 1e6:g} MB / {LINK_GBS:g} GB/s = {gather * 1e3:.1f} ms",
+            f"GPU 0 sends the sum back to the {n - 1} through its one outgoing link: another {gather * 1e3:.1f} ms",
+            f"T_ps = 2 (n-1) m / B = {2 * gather * 1e3:.1f} ms (latency and the adds ignored, as asked)"),
+        wrong=((round(gather * 1e3, 1), "counted the gather only, not the broadcast of the sum"),
+               (round(2 * n * m * beta * 1e3, 1), "counted GPU 0 as its own partner (n instead of n-1)")),
+        rubric=(f"{solution1():.4g} ms, with both directions through GPU 0's link named",
+                "one direction only, or n instead of n-1, with the link bottleneck understood",
+                "a ring or sharded figure (2 (n-1)/n m / B), which misses that one link carries everything"),
+        rel=0.02)
+    steps_ring, steps_rd = 2 * (n - 1), math.log2(n)
+    bytes_ring, bytes_rd = 2 * (n - 1) / n, math.log2(n)
+    m_star = (steps_ring - steps_rd) * ALPHA_S / ((bytes_rd - bytes_ring) * beta)
+    two = Worked(
+        2, "ring against recursive doubling: the crossover (KB)", solution2(), f"{solution2():.4g} KB", (
+            f"ring: 2(n-1) alpha + 2 (n-1)/n m beta = {steps_ring:g} alpha + {bytes_ring:g} m beta",
+            f"recursive doubling: log2(n) (alpha + m beta) = {steps_rd:g} alpha + {bytes_rd:g} m beta",
+            f"equal when ({steps_ring:g} - {steps_rd:g}) alpha = ({bytes_rd:g} - {bytes_ring:g}) m beta, so "
+            f"m = {steps_ring - steps_rd:g} alpha B / {bytes_rd - bytes_ring:g} = {steps_ring - steps_rd:g} x "
+            f"{ALPHA_S * 1e6:g} us x {LINK_GBS:g} GB/s / {bytes_rd - bytes_ring:g} = {m_star:,.0f} bytes "
+            f"= {m_star / 1e3:.4g} KB",
+            "below it recursive doubling's few steps win, above it the ring's few bytes"),
+        wrong=((round(m_star), "the right size in bytes: the unit asked for is KB (1 KB = 1,000 bytes)"),),
+        rubric=(f"{solution2():.4g} KB from both formulas written for n = {n} and set equal",
+                "both formulas right but a slip solving them, or the answer in bytes or KiB",
+                "a formula for either algorithm wrong (e.g. recursive doubling with the ring's bytes)"),
+        rel=0.05)
+    sent = bytes_sent()
+    table = ", ".join(f"{s} {b / 1e6:.0f} MB" for s, b in sent.items())
+    three = Worked(
+        3, "which strategy sends the most bytes per GPU", solution3(sent), f"{solution3(sent)!r}", (
+            f"ring, sharded ps and halving-doubling: every GPU sends 2 (n-1)/n m = {2 * (n - 1) / n * m / 1e6:.0f} MB",
+            f"ps on GPU 0: GPU 0 sends (n-1) m = {(n - 1) * m / 1e6:.0f} MB, each other GPU m = {m / 1e6:.0f} MB; "
+            f"the mean, 2 (n-1) m / n, is the ring's {2 * (n - 1) * m / n / 1e6:.0f} MB",
+            f"recursive doubling: log2(n) steps of the whole m = {math.log2(n) * m / 1e6:.0f} MB, the most",
+            f"dpsim's bytes_sent_per_gpu agrees: {table}"),
+        wrong=(("ps", "looked at GPU 0's bytes, not the mean over the GPUs (the question asks for the mean)"),
+               ("ring", "thinks more steps means more bytes")),
+        rubric=(f"{solution3(sent)!r}, with the count m log2 n against 2 (n-1)/n m",
+                "the right name without a count, or the counts right but the mean of ps misread",
+                "any other strategy without a byte count"))
+    return [one, two, three]

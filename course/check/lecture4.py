@@ -198,3 +198,88 @@ def solution2() -> float:
 def solution3() -> float:
     """Exercise 3's answer: the first value's total over the 10 steps."""
     return float(sent_with_error_feedback()[0])
+
+
+# ------------------------------------------------------------------ worked solutions (teacher)
+
+def _closed_form_break_even(overrides, fast_gbs=EX2_RANGE_GBS[1]):
+    """The notebook's two-term closed form B* = (M_ring - M_1bit) / (A_1bit - A_plain), with each
+    A = T - M / B taken from one run at the fastest PCIe of the range (GB/s)."""
+    link = {"bandwidth_gbs": fast_gbs, "latency_us": EX2_LATENCY_US, "kind": "pcie"}
+    r = dpsim.simulate(EX2_SCENARIO, {**overrides, "sync.compression": "1bit", "cluster.intra": link,
+                                      "cluster.host_link": link, "training.iterations": 2,
+                                      "training.warmup_iterations": 1})
+    m_plain, m_1bit = r.uncompressed.bytes_sent_per_gpu, r.bytes_sent_per_gpu
+    b = fast_gbs * 1e9
+    a_plain, a_1bit = r.uncompressed.iteration_time_s - m_plain / b, r.iteration_time_s - m_1bit / b
+    return (m_plain - m_1bit) / (a_1bit - a_plain) / 1e9, m_plain, m_1bit, a_plain, a_1bit
+
+
+def worked_solutions(result=None):
+    """The three exercises worked step by step, every figure computed by the code above
+    (course.check.worked(4) prints them)."""
+    from . import Worked
+    params, gpus = _scenario_size(EX1_SCENARIO)
+    once = params * BYTES_PER_VALUE
+    one = Worked(
+        1, "MB each GPU sends per iteration with 1-bit SGD", solution1(), f"{solution1():.4g} MB", (
+            f"{EX1_SCENARIO}: {params:,} parameters on {gpus} GPUs (dpsim's resolved scenario)",
+            f"1-bit sends 1/8 byte of sign per value plus a 4-byte scale per {ONEBIT_BLOCK} values: "
+            f"{BYTES_PER_VALUE:.6g} bytes per value; the quantised gradient is {once / 1e6:.4g} MB",
+            f"each GPU sends (n-1)/n of it twice (all-to-all, then all-gather): 2 x {gpus - 1}/{gpus} x "
+            f"{once / 1e6:.4g} MB = {solution1():.4g} MB",
+            f"the plain FP32 ring would send 2 (n-1)/n x 4 bytes x parameters = "
+            f"{2 * (gpus - 1) / gpus * params * 4 / 1e6:.4g} MB"),
+        wrong=((round(2 * (gpus - 1) / gpus * params * 4 / 1e6, 2), "the plain ring's bytes: 1-bit not applied"),
+               (round(once / 1e6, 3), "the quantised gradient once: forgot both phases and (n-1)/n"),
+               (round(params / 8 * 2 * (gpus - 1) / gpus / 1e6, 3), "forgot the scales (4 bytes per block)")),
+        rubric=(f"{solution1():.4g} MB with the bytes per value and both phases",
+                "the bytes per value right but one phase or the (n-1)/n missing, or the scales forgotten",
+                "the FP32 figure, or a figure without a per-value count"),
+        rel=0.02)
+    b_star = break_even_bandwidth()
+    closed, m_plain, m_1bit, a_plain, a_1bit = _closed_form_break_even(EX2_OVERRIDES)
+    two = Worked(
+        2, "break-even PCIe bandwidth with 5 us messages (GB/s)", b_star, f"{b_star:.4g} GB/s", (
+            f"cntk-1bit-k80 with sync.message_overhead_us = {EX2_OVERRIDES['sync.message_overhead_us']:g} "
+            f"and both PCIe links (GPU-switch, switch-host) at B GB/s, {EX2_LATENCY_US:g} us latency",
+            f"per iteration plain SGD sends M_ring = {m_plain / 1e6:.4g} MB per GPU, 1-bit M_1bit = "
+            f"{m_1bit / 1e6:.4g} MB",
+            f"the fixed parts at {EX2_RANGE_GBS[1]:g} GB/s (A = T - M / B): A_plain = {a_plain * 1e3:.3f} ms, "
+            f"A_1bit = {a_1bit * 1e3:.3f} ms",
+            f"closed form B* = (M_ring - M_1bit) / (A_1bit - A_plain) = {closed:.3g} GB/s",
+            f"dpsim's lines cross (bisection on the simulated difference) at {b_star:.3g} GB/s: the answer; "
+            f"below it 1-bit wins",
+            f"cheaper messages moved the break-even up from {break_even_bandwidth({}):.3g} GB/s at 25 us: "
+            "1-bit's fixed cost per layer shrank"),
+        wrong=((round(8 * b_star, 2), "a factor of 8: Gbit/s for GB/s"),
+               (round(break_even_bandwidth({}), 3), "the lecture's break-even at 25 us: the override was not set")),
+        rubric=(f"within the checker's 15% of {b_star:.3g} GB/s, by the sweep or the closed form, "
+                "with the override set",
+                "the method right but read off a coarse sweep outside 15%, or the unit off by 8",
+                "the 25 us figure, or no crossing"),
+        rel=0.15)
+    g = np.asarray(EX3_GRADIENT, dtype=float)
+    residual, sent_first, rows = np.zeros_like(g), 0.0, []
+    for step in range(1, EX3_STEPS + 1):
+        corrected = g + residual
+        q = quantise(corrected)
+        residual = corrected - q
+        sent_first += q[0]
+        rows.append(f"{step}: c = ({corrected[0]:.2f}, {corrected[1]:.2f}) -> q = ({q[0]:.2f}, {q[1]:.2f})")
+    three = Worked(
+        3, "with error feedback, the first value's total after 10 steps", solution3(), f"{solution3():.4g}", (
+            f"loop c = g + e; q = quantise(c) (sign times the mean |c| of the block); e = c - q; "
+            f"g = {tuple(float(x) for x in g)}",
+            "step " + "; ".join(rows[:3]) + "; ...",
+            f"after {EX3_STEPS} steps the first value received {sent_first:.4g}; the exact sum is "
+            f"{g[0] * EX3_STEPS:.4g} and the rest, {g[0] * EX3_STEPS - sent_first:.4g}, waits in the residual "
+            "(sum q = sum g - e)",
+            f"without error feedback it would be {float(quantise(g)[0]) * EX3_STEPS:.4g}: the bias never comes back"),
+        wrong=((float(quantise(g)[0]) * EX3_STEPS, "the sum WITHOUT error feedback, the statement's own example"),
+               (float(g[0] * EX3_STEPS), "the exact sum: forgot that the residual still holds some of it")),
+        rubric=(f"{solution3():.4g}, with the loop (or its first steps) and sum q = sum g - e",
+                "the loop right but a slip in a step, or the exact sum with the residual explained",
+                f"{float(quantise(g)[0]) * EX3_STEPS:.4g} or {g[0] * EX3_STEPS:.4g} without a reason"),
+        rel=0.01)
+    return [one, two, three]

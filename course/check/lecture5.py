@@ -162,3 +162,76 @@ def solution2(figures=None) -> float:
 def solution3() -> float:
     """Exercise 3's answer: the break-even decode cost in ms per sample."""
     return break_even_decode_ms()
+
+
+# ------------------------------------------------------------------ worked solutions (teacher)
+
+def worked_solutions(result=None):
+    """The three exercises worked step by step, every figure computed by the code above
+    (course.check.worked(5) prints them)."""
+    from . import Worked
+    sc = dpsim.load_scenario(EX1_SCENARIO, EX1_OVERRIDES)
+    processes, b = loading_processes(sc)
+    d = sc.data.decode_ms_per_sample / 1e3
+    t = _synthetic(EX1_SCENARIO, EX1_OVERRIDES).iteration_time_s
+    per_gpu = math.ceil(sc.training.batch_per_gpu * d / t)
+    one = Worked(
+        1, "fewest loader workers that keep the GPUs fed (batch 32 per GPU)", solution1(),
+        f"{solution1()} workers", (
+            f"DataParallel: {processes} training process loads the whole node's batch, "
+            f"b = {sc.gpus_per_process} GPUs x {sc.training.batch_per_gpu} = {b} samples per iteration",
+            f"t on synthetic data (a dpsim run with data.source = synthetic): {t * 1e3:.1f} ms; "
+            f"decode d = {d * 1e3:g} ms per sample",
+            f"W* = b d / t = {b} x {d * 1e3:g} ms / {t * 1e3:.1f} ms = {b * d / t:.2f}, so {math.ceil(b * d / t)} "
+            "whole workers",
+            f"dpsim's sweep over the workers agrees: throughput is within 1% of its best from "
+            f"{solution1()} workers on"),
+        wrong=((per_gpu, f"b = {sc.training.batch_per_gpu} per GPU: as if each GPU had its own loaders; "
+                         "DataParallel's one process loads all four GPUs' samples"),
+               (sc.data.workers, "the scenario's own worker count: enough, but not the fewest")),
+        rubric=(f"{solution1()}, from W* = b d / t with b the loading process's {b} samples and t from a "
+                "synthetic run",
+                "the method right with b per GPU, or t taken from a real-data run",
+                "a guess without the knee formula or a sweep"))
+    sc2, compute_bound = ex2_figures()
+    processes2, _ = loading_processes(sc2)
+    cores, d2 = sc2.cluster.cpu_cores, sc2.data.decode_ms_per_sample / 1e3
+    two = Worked(
+        2, "throughput with 4 cores and 12 workers (samples/s)", solution2((sc2, compute_bound)),
+        f"{solution2((sc2, compute_bound)):.4g} samples/s", (
+            f"{cores} cores, {processes2} kept by the training process: {cores - processes2} cores for the "
+            f"{sc2.data.workers} workers, who share them",
+            f"each core decodes one sample per {d2 * 1e3:g} ms: ({cores} - {processes2}) / {d2 * 1e3:g} ms = "
+            f"{fed_throughput(sc2):,.0f} samples/s",
+            f"the GPUs alone (synthetic data) could do {compute_bound:,.0f} samples/s, so the loaders set the pace: "
+            f"min({fed_throughput(sc2):,.0f}, {compute_bound:,.0f}) = {solution2((sc2, compute_bound)):,.0f}",
+            "a short timing from the start sees the prefetched burst and reports about the GPUs' rate: "
+            "measure whole cycles after the queue has drained"),
+        wrong=((round(cores / d2), "counted every core; the training process keeps one"),
+               (round(compute_bound), "the GPUs' rate: timed the first, prefetched batches (the lecture's trap)")),
+        rubric=(f"{solution2((sc2, compute_bound)):,.0f} samples/s from (c - 1) / d, noting the GPUs could go faster",
+                "the formula with all the cores, or the right number without saying which side limits",
+                "the synthetic (GPU) rate, or the rate with 12 workers each on its own core"),
+        rel=0.05)
+    sc3 = dpsim.load_scenario(EX3_SCENARIO, EX3_OVERRIDES)
+    p3, b3 = loading_processes(sc3)
+    free = max(sc3.cluster.cpu_cores - p3, 1)
+    busy = min(sc3.data.workers * p3, free)
+    t3 = _synthetic(EX3_SCENARIO, EX3_OVERRIDES).iteration_time_s
+    three = Worked(
+        3, "TensorFlow after the upgrade: largest decode cost the loaders keep up with (ms)", solution3(),
+        f"{solution3():.4g} ms per sample", (
+            f"{p3} training processes, {sc3.data.workers} workers each: {sc3.data.workers * p3} workers on "
+            f"{sc3.cluster.cpu_cores} - {p3} = {free} free cores, so {busy} cores decode",
+            f"the GPUs eat {p3} x {b3} = {p3 * b3} samples per iteration; t on synthetic data = {t3 * 1e3:.2f} ms",
+            f"fed while {busy} / d >= {p3 * b3} / t, so d* = {busy} x {t3 * 1e3:.2f} ms / {p3 * b3} = "
+            f"{solution3():.3f} ms per sample",
+            "the decode cost the lecture fitted to TensorFlow's real-data rate lies above it: that is the "
+            "real-data gap"),
+        wrong=((round(sc3.data.workers * p3 * t3 / (p3 * b3) * 1e3, 3),
+                "counted every worker as a core: there are more workers than free cores"),),
+        rubric=(f"{solution3():.3g} ms from the decoding cores and t of a synthetic run",
+                "read off the plot within 5%, or the formula with the workers instead of the cores",
+                "a decode cost for one GPU's batch, or TensorFlow's fitted decode cost read off the lecture"),
+        rel=0.05)
+    return [one, two, three]

@@ -130,3 +130,80 @@ def solution2(result) -> float:
 def solution3(result) -> str:
     """Exercise 3's answer for this comparison: the phase of '2 ranks 1bit' furthest off."""
     return largest_gap_phase(_row(result, EX3_ROW))
+
+
+# ------------------------------------------------------------------ worked solutions (teacher)
+
+PASS_RESULT = ("depends on the student's own comparison: pass it, worked(6, 'compare.json') or "
+               "worked(6, result) with the JSON that `course compare --json` wrote (the notebook writes "
+               "compare.json into the folder it prints on its first line)")
+
+
+def worked_solutions(result=None):
+    """The three exercises worked on this comparison (`result`: the dict or the path of
+    compare.json), every figure taken from its rows; without it, the method
+    (course.check.worked(6) prints them)."""
+    from . import Worked
+    rubrics = (
+        ("within 0.5 points of the unrounded figure, with the sign right and the formula shown",
+         "the right magnitude with the wrong sign, or divided by the prediction",
+         "a fraction for a percentage, or another row's times"),
+        ("within 2%, from the two measured samples/s",
+         "the efficiency (speed-up / ranks) or the predicted speed-up, with the method right",
+         "a ratio of iteration times the other way round, or no measured figure"),
+        ("the phase with the largest |predicted - measured|, with the two bars' milliseconds quoted",
+         "the second-largest gap when the two are within the runs' spread, with that said",
+         "a phase named without comparing the bars"))
+    if result is None:
+        method = (
+            ("error of '2 ranks ring' (%)", "100 x (predicted - measured) / measured, from the row's "
+             "predicted_iteration_s and measured_iteration_s"),
+            ("measured speed-up of 2 ranks over 1", "measured_samples_per_s of '2 ranks ring' over that of "
+             "'1 rank'"),
+            ("the phase of '2 ranks 1bit' furthest off", "the phase with the largest |predicted_phases_s - "
+             "measured_phases_s| of that row"))
+        return [Worked(k, title, None, PASS_RESULT, (how,), rubric=r)
+                for k, ((title, how), r) in enumerate(zip(method, rubrics), start=1)]
+    row, one = _row(result, EX1_ROW), _row(result, (1, "ring", "none"))
+    pred, meas = row["predicted_iteration_s"], row["measured_iteration_s"]
+    e = solution1(result)
+    first = Worked(
+        1, "error of '2 ranks ring' (%)", e, f"{e:+.2f}%", (
+            f"the row '{name_of(*EX1_ROW)}': predicted {pred * 1e3:.3f} ms, measured {meas * 1e3:.3f} ms per iteration",
+            f"100 x ({pred * 1e3:.3f} - {meas * 1e3:.3f}) / {meas * 1e3:.3f} = {e:+.2f}%: "
+            + ("dpsim predicts too short an iteration" if e < 0 else "dpsim predicts too long an iteration")),
+        wrong=((round(-e, 2), "the sign flipped: measured minus predicted"),
+               (round(e / 100, 4), "a fraction, not percent"),
+               (round(100 * (pred - meas) / pred, 2), "divided by the prediction instead of the measurement")),
+        rubric=rubrics[0], abs_tol=0.5, tol_unit="percentage points")
+    s = solution2(result)
+    two_row = _row(result, EX2_ROW)
+    second = Worked(
+        2, "measured speed-up of 2 ranks over 1", s, f"{s:.4g}x", (
+            f"measured samples/s: '{name_of(*EX2_ROW)}' {two_row['measured_samples_per_s']:,.1f}, "
+            f"'{name_of(1, 'ring', 'none')}' {one['measured_samples_per_s']:,.1f}",
+            f"speed-up = {two_row['measured_samples_per_s']:,.1f} / {one['measured_samples_per_s']:,.1f} = {s:.3f}x "
+            f"(efficiency {s / EX2_ROW[0]:.0%} of the ideal {EX2_ROW[0]}x)"),
+        wrong=tuple(w for w in (
+            (round(two_row["predicted_samples_per_s"] / one["predicted_samples_per_s"], 3),
+             "dpsim's predicted speed-up, not the measured one")
+            if "predicted_samples_per_s" in one and "predicted_samples_per_s" in two_row else None,
+            (round(s / EX2_ROW[0], 3), "the scaling efficiency (speed-up / ranks)")) if w),
+        rubric=rubrics[1], rel=0.02)
+    row3 = _row(result, EX3_ROW)
+    p3, m3 = row3["predicted_phases_s"], row3["measured_phases_s"]
+    gaps = {p: abs(p3.get(p, 0.0) - m3.get(p, 0.0)) for p in PHASES if p in p3 or p in m3}
+    ranked = sorted(gaps, key=gaps.get, reverse=True)
+    answer = solution3(result)
+    third = Worked(
+        3, "the phase of '2 ranks 1bit' furthest off", answer, repr(answer), (
+            f"the row '{name_of(*EX3_ROW)}', per phase predicted / measured / |difference| in ms: "
+            + "; ".join(f"{p} {p3.get(p, 0.0) * 1e3:.2f} / {m3.get(p, 0.0) * 1e3:.2f} / {gaps[p] * 1e3:.2f}"
+                        for p in ranked),
+            f"the largest difference: {answer} ({gaps[answer] * 1e3:.2f} ms)",
+            "for a 1-bit row judge compression and exposed_comm together: mpi_impl counts only encode and "
+            "decode as compression, the waits between them as exposed_comm"),
+        wrong=tuple((p, "the next-largest gap: compare the milliseconds, not the bars' shapes")
+                    for p in ranked[1:2]),
+        rubric=rubrics[2])
+    return [first, second, third]
