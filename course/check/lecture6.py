@@ -65,7 +65,7 @@ def exercise1(answer, result) -> Verdict:
         return Verdict(True, f"{value:+.1f}% (from the unrounded times: {expected:+.2f}%)")
     if abs(value + expected) <= tolerance and abs(expected) > tolerance:
         return Verdict(False, f"{value:+.1f}% has the wrong sign: predicted minus measured, over measured.")
-    if abs(value / 100 - expected) <= tolerance and abs(expected) > tolerance:
+    if abs(value * 100 - expected) <= tolerance and abs(expected) > tolerance:
         return Verdict(False, f"{value:g} looks like a fraction; answer in percent.")
     meas = row["measured_iteration_s"]
     pred = row["predicted_iteration_s"]
