@@ -235,8 +235,9 @@ def add_speedups(row, base):
     row["speedup_error"] = row["predicted_speedup"] / row["measured_speedup"] - 1
 
 
-SPREAD_WARNING = 0.35     # runs of one configuration further apart than this: too noisy to conclude
-                          # (oversubscribed rows spread up to ~30% on a quiet 2-core machine)
+# Runs of one configuration further apart than this are too noisy to conclude from; on a quiet
+# 2-core machine oversubscribed rows spread by up to 26% (course/README.md, compare 1).
+SPREAD_WARNING = 0.35
 
 
 def noisy_rows(result):
