@@ -54,6 +54,7 @@ import numpy as np
 from course import fit
 from course.compare import scenario_for
 from course.fit import fit_capacity, fit_codec, fit_compute, fit_timeslice
+# ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
 from course.measurements import (ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
                                  measure, overhead_s, unsteady)
 from dpsim import sharing as dpsim_sharing

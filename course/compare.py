@@ -4,7 +4,7 @@ mpi_impl.train runs it under mpiexec, and the two are set side by side.
     python -m course compare --profile profile.toml --ranks 1,2,3,4 --sync ring,ps \
         --compress none,1bit [--repeats 3] [--probe] [--json F] [--plot F]
 
-The prediction comes from the profile alone (course/calibrate.py measured its primitives),
+The prediction comes from the profile alone (`course calibrate` measured its primitives),
 made once per configuration before anything runs; no run is used to predict anything. Each
 configuration then runs `repeats` times, round after round (a busy minute hits different
 configurations in different rounds); a row holds the median of its runs' iteration times,
