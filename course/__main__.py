@@ -62,7 +62,8 @@ def names(allowed, what):
     return parse
 
 
-def main(argv=None):
+def parser():
+    """The command line: calibrate, compare and grade, each with its options."""
     from course.compare import COMPRESSIONS, SYNCS
     p = Parser(prog="python -m course")
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,7 +81,8 @@ def main(argv=None):
     cmp_.add_argument("--probe", action="store_true",
                       help="probe the parts of a step right before each run, to say which part moved "
                            "where a row is off (the prediction always comes from the profile)")
-    cmp_.add_argument("--no-probe", dest="probe", action="store_false", help=argparse.SUPPRESS)  # the default now
+    # --no-probe is the default; the flag stays for scripts that pass it
+    cmp_.add_argument("--no-probe", dest="probe", action="store_false", help=argparse.SUPPRESS)
     cmp_.add_argument("--json", help="write the rows as JSON")
     cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time, and speed-up against ranks")
     grd = sub.add_parser("grade", help="check every exercise of a folder of submitted notebooks, write a CSV")
@@ -93,6 +95,11 @@ def main(argv=None):
         sp.add_argument("--batch", type=at_least(1, 65536), default=64, help="samples per rank per step")
         sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CuPy arrays, ranks sharing the GPUs (mpi_impl.train --device gpu)")
+    return p
+
+
+def main(argv=None):
+    p = parser()
     args = p.parse_args(argv)
     if args.command == "grade":
         return grade(p, args)
@@ -105,30 +112,45 @@ def main(argv=None):
         except ImportError:
             print("error: --device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)", file=sys.stderr)
             return 2
-
-    from course import calibrate, compare
-    net = dict(model=args.model, width=args.width, depth=args.depth, batch=args.batch)
-    device = dict(device=args.device)
     if args.command == "calibrate":
-        prof, m = calibrate.calibrate(args.output, **net, **device, progress=lambda text: print(text, file=sys.stderr))
-        print(calibrate.summary(prof, m))
-        print(f"wrote {args.output} (dpsim scenario fragment) and {calibrate.sidecar(args.output)}")
-        return 0
+        return calibrate(args)
+    return compare(args)
+
+
+def say(text):
+    print(text, file=sys.stderr)
+
+
+def net_of(args):
+    return dict(model=args.model, width=args.width, depth=args.depth, batch=args.batch, device=args.device)
+
+
+def calibrate(args):
+    from course import calibrate as calibration
+    prof, m = calibration.calibrate(args.output, **net_of(args), progress=say)
+    print(calibration.summary(prof, m))
+    print(f"wrote {args.output} (dpsim scenario fragment) and {calibration.sidecar(args.output)}")
+    return 0
+
+
+def compare(args):
+    """The profile (--profile, or a calibration now into a temporary folder), then compare;
+    the table, and the JSON and plot where asked."""
+    from course import calibrate as calibration, compare as comparison
     if args.profile:
-        prof, measured = compare.load_profile(args.profile)      # checked by check_before_work
+        prof, _ = comparison.load_profile(args.profile)      # checked by check_before_work
     else:
-        print("no --profile: calibrating first", file=sys.stderr)
+        say("no --profile: calibrating first")
         scratch = tempfile.mkdtemp(prefix="course-")                # never a fixed name in /tmp
-        prof, measured = calibrate.calibrate(str(Path(scratch) / "profile.toml"), **net, **device,
-                                             progress=lambda text: print(text, file=sys.stderr))
-    result = compare.compare(prof, args.ranks, args.sync, args.compress, samples=args.samples,
-                             epochs=args.epochs, repeats=args.repeats, probe=args.probe,
-                             progress=lambda s: print(s, file=sys.stderr), **net, **device)
-    print(compare.table(result))
+        prof, _ = calibration.calibrate(str(Path(scratch) / "profile.toml"), **net_of(args), progress=say)
+    result = comparison.compare(prof, args.ranks, args.sync, args.compress, samples=args.samples,
+                                epochs=args.epochs, repeats=args.repeats, probe=args.probe,
+                                progress=say, **net_of(args))
+    print(comparison.table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     if args.plot:
-        compare.plot(result, args.plot)
+        comparison.plot(result, args.plot)
         print(f"plot: {args.plot}")
     return 0
 

@@ -4,7 +4,7 @@ mpi_impl.train runs it under mpiexec, and the two are set side by side.
     python -m course compare --profile profile.toml --ranks 1,2,3,4 --sync ring,ps \
         --compress none,1bit [--repeats 3] [--probe] [--json F] [--plot F]
 
-The prediction comes from the profile alone (course/calibrate.py measured its primitives),
+The prediction comes from the profile alone (`course calibrate` measured its primitives),
 made once per configuration before anything runs; no run is used to predict anything. Each
 configuration then runs `repeats` times, round after round (a busy minute hits different
 configurations in different rounds); a row holds the median of its runs' iteration times,
@@ -235,8 +235,9 @@ def add_speedups(row, base):
     row["speedup_error"] = row["predicted_speedup"] / row["measured_speedup"] - 1
 
 
-SPREAD_WARNING = 0.35     # runs of one configuration further apart than this: too noisy to conclude
-                          # (oversubscribed rows spread up to ~30% on a quiet 2-core machine)
+# Runs of one configuration further apart than this are too noisy to conclude from; on a quiet
+# 2-core machine oversubscribed rows spread by up to 26% (course/README.md, compare 1).
+SPREAD_WARNING = 0.35
 
 
 def noisy_rows(result):
@@ -282,71 +283,11 @@ def table(result):
 
 
 def plot(result, path):
-    """Left: predicted against measured iteration time. Right: speed-up against ranks, the
-    prediction as a line per sync, the measured median as a point with every run's range,
-    and the ideal y = x."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    fig, (ax, sp) = plt.subplots(1, 2, figsize=(11.5, 5))
-    rows = result["rows"]
-    top = 1.1 * max(max([r["predicted_iteration_s"]] + [x["measured_iteration_s"] for x in r["runs"]])
-                    for r in rows) * 1e3
-    ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
-    ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.9", label="within 10%")
-    markers = {"none": "o", "1bit": "^"}
-    colours = {1: "C0", 2: "C1", 3: "C4", 4: "C2", 8: "C3"}
-    for r in rows:
-        style = dict(marker=markers.get(r["compress"], "s"), color=colours.get(r["ranks"], "C5"))
-        times = [x["measured_iteration_s"] * 1e3 for x in r["runs"]]
-        ax.errorbar(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3,
-                    xerr=[[r["measured_iteration_s"] * 1e3 - min(times)], [max(times) - r["measured_iteration_s"] * 1e3]],
-                    ls="none", ms=6, capsize=2, **style)
-    ax.set_xlim(0, top), ax.set_ylim(0, top)
-    ax.set_xlabel("measured iteration time (ms; bars: every run)")
-    ax.set_ylabel("predicted iteration time (ms)")
-    ax.set_title(f"iteration time: median error {100 * result['median_abs_error']:.1f}%", fontsize=10)
-    keys = [Line2D([], [], color=c, marker="o", ls="none", label=f"{n} rank{'s' if n > 1 else ''}")
-            for n, c in colours.items() if any(r["ranks"] == n for r in rows)]
-    keys += [Line2D([], [], color="k", marker=m, ls="none", label=c) for c, m in markers.items()
-             if any(r["compress"] == c for r in rows)]
-    ax.legend(handles=ax.get_legend_handles_labels()[0] + keys, fontsize=7, loc="upper left")
-
-    ranks = sorted({r["ranks"] for r in rows})
-    sp.plot(ranks, ranks, "--", color="grey", lw=1, label="ideal (speed-up = ranks)")
-    series = {}
-    for r in rows:
-        if r.get("measured_speedup") is None:
-            continue
-        label = "1bit" if r["compress"] == "1bit" else r["sync"]
-        series.setdefault(label, []).append(r)
-    base = [r for r in rows if r["ranks"] == 1]
-    for i, (label, rs) in enumerate(series.items()):
-        rs = sorted(base + [r for r in rs if r["ranks"] > 1], key=lambda r: r["ranks"])
-        colour = f"C{i}"
-        sp.plot([r["ranks"] for r in rs], [r["predicted_speedup"] for r in rs], "-", color=colour,
-                label=f"{label}: predicted")
-        for r in rs:
-            each = [x["measured_speedup"] for x in r["runs"]]
-            sp.errorbar(r["ranks"] + 0.04 * (i - len(series) / 2), r["measured_speedup"],
-                        yerr=[[r["measured_speedup"] - min(each)], [max(each) - r["measured_speedup"]]],
-                        fmt="o", color=colour, ms=5, capsize=2)
-    sp.plot([], [], "o", color="k", label="measured (median; bars: every run)")
-    sp.set_xticks(ranks)
-    sp.set_xlabel("ranks")
-    sp.set_ylabel("speed-up over one rank (x)")
-    err = result.get("median_abs_speedup_error")
-    sp.set_title("speed-up" + (f": median error {100 * err:.1f}%" if err is not None else ""), fontsize=10)
-    sp.grid(True, alpha=0.3)
-    sp.legend(fontsize=7, loc="upper left")
-    noisy = noisy_rows(result)
-    fig.suptitle("dpsim (predicted from the calibration) against mpi_impl (measured)"
-                 + (f"\nWARNING: {len(noisy)} configurations' runs spread more than {SPREAD_WARNING:.0%}: "
-                    "errors within the noise" if noisy else ""), fontsize=11, color="C3" if noisy else "k")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    """A PNG at `path`. Left: predicted against measured iteration time. Right: speed-up against
+    ranks, the prediction as a line per sync, the measured median as a point with every run's
+    range, and the ideal y = x (course/compare_plot.py draws them)."""
+    from course import compare_plot                  # matplotlib only when a plot is asked for
+    compare_plot.draw(result, path, noisy_rows(result), SPREAD_WARNING)
 
 
 def profile_problem(path, net):

@@ -20,7 +20,11 @@ primitive, and its model composes the primitives into every configuration.
                  (1 - C/N) x slice / 2 (dpsim.sharing)               -> cluster.timeslice_us
   fit_codec      the 1-bit codec's seconds at two buffer sizes against dpsim's kernels
                  (launches x launch + bytes / bandwidth)             -> kernel_launch_us, codec_gbs
+
+collective_seconds is the one place course asks dpsim how long one collective takes.
 """
+import copy
+
 import numpy as np
 
 from dpsim import sharing
@@ -47,16 +51,11 @@ def fit_compute(points, flops_per_sample, peak_flops, anchor=None):
 def fit_latency(d, ring_s):
     """Link latency (us per hop) that makes dpsim's ring sync of scenario d take ring_s: what a
     message costs inside the training loop's rhythm (dpsim's ring is linear in it)."""
-    import copy
-
-    import dpsim
+    nbytes = 4 * d["model"]["params"]                  # the fp32 gradient, one bucket
 
     def at(lat):
-        probe = copy.deepcopy(d)
-        probe["sync"].update(strategy="ring", compression="none")
-        for key in ("intra", "host_link"):
-            probe["cluster"][key] = dict(probe["cluster"][key], latency_us=lat)
-        return dpsim.simulate(probe).sync_time_s
+        links = {key: dict(d["cluster"][key], latency_us=lat) for key in ("intra", "host_link")}
+        return collective_seconds({**d, "cluster": {**d["cluster"], **links}}, nbytes, "ring")
     t0, t1 = at(0.0), at(100.0)
     return max(100.0 * (ring_s - t0) / (t1 - t0), 0.0)
 
@@ -117,6 +116,20 @@ def fit_codec(values, seconds, ranks, share=1.0):
     if slope <= 0:                                  # noise: no cost per byte to speak of (0 = memory speed)
         return float(np.mean(t) / launches * 1e6), 0.0
     return float(intercept / launches * 1e6), float(1 / slope / 1e9)
+
+
+# ------------------------------------------------------------------ dpsim's side
+
+def collective_seconds(scenario, nbytes, algorithm, compression="none"):
+    """Seconds dpsim gives one gradient synchronisation of `nbytes` (fp32 values) by
+    `algorithm` on the machine of `scenario` (a dict), nothing else running: the scenario's
+    model replaced by one layer of nbytes / 4 parameters that costs no compute. Every fit that
+    reads a collective's time from dpsim (fit_latency, calibrate's codec fit) goes through here."""
+    import dpsim
+    d = copy.deepcopy(scenario)
+    d["model"] = {"params": nbytes // 4, "flops_per_sample": 1.0, "layers": 1}
+    d.setdefault("sync", {}).update(strategy=algorithm, compression=compression)
+    return dpsim.simulate(d).sync_time_s
 
 
 # ------------------------------------------------------------------ probes

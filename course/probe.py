@@ -4,8 +4,9 @@
                                         [--syncs ring,1bit] [--steps 16] [--device cpu|gpu]
                                         [--codec VALUES,VALUES]
 
-`calibrate` runs it on 1, 2 and 4 ranks, three rounds each; `compare --probe` right before a
-run, to say which part moved when a prediction is off (it never feeds the prediction).
+`calibrate` runs it on 1, 2 and 4 ranks (on 2 cores), every rank count once a round
+(course/measurements.py); `compare --probe` right before a run, to say which part moved when
+a prediction is off (it never feeds the prediction).
 
 Every rank repeats the parts of mpi_impl.train's step, each timed on its own:
 

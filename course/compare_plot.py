@@ -1,0 +1,95 @@
+"""The figure of `python -m course compare --plot F`: two panels from compare's result.
+
+  left   predicted against measured iteration time per configuration: y = x, a 10% band,
+         bars spanning every run, a colour per rank count, a marker per compression
+  right  speed-up against ranks: the predicted line per algorithm, the measured median
+         with every run's range, the ideal line
+
+compare.plot draws it; this module only draws (matplotlib, imported when a figure is asked for).
+"""
+MARKERS = {"none": "o", "1bit": "^"}
+COLOURS = {1: "C0", 2: "C1", 3: "C4", 4: "C2", 8: "C3"}
+
+
+def draw(result, path, noisy, spread_warning):
+    """Both panels into the PNG at `path`; `noisy`: the rows whose runs spread more than
+    `spread_warning`, which turn the title into a warning."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax, sp) = plt.subplots(1, 2, figsize=(11.5, 5))
+    iteration_panel(ax, result)
+    speedup_panel(sp, result)
+    fig.suptitle("dpsim (predicted from the calibration) against mpi_impl (measured)"
+                 + (f"\nWARNING: {len(noisy)} configurations' runs spread more than {spread_warning:.0%}: "
+                    "errors within the noise" if noisy else ""), fontsize=11, color="C3" if noisy else "k")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def iteration_panel(ax, result):
+    """Predicted against measured iteration time (ms), every configuration."""
+    rows = result["rows"]
+    top = 1.1 * max(max([r["predicted_iteration_s"]] + [x["measured_iteration_s"] for x in r["runs"]])
+                    for r in rows) * 1e3
+    ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
+    ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.9", label="within 10%")
+    for r in rows:
+        style = dict(marker=MARKERS.get(r["compress"], "s"), color=COLOURS.get(r["ranks"], "C5"))
+        times = [x["measured_iteration_s"] * 1e3 for x in r["runs"]]
+        ax.errorbar(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3,
+                    xerr=[[r["measured_iteration_s"] * 1e3 - min(times)], [max(times) - r["measured_iteration_s"] * 1e3]],
+                    ls="none", ms=6, capsize=2, **style)
+    ax.set_xlim(0, top), ax.set_ylim(0, top)
+    ax.set_xlabel("measured iteration time (ms; bars: every run)")
+    ax.set_ylabel("predicted iteration time (ms)")
+    ax.set_title(f"iteration time: median error {100 * result['median_abs_error']:.1f}%", fontsize=10)
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + legend_keys(rows), fontsize=7, loc="upper left")
+
+
+def legend_keys(rows):
+    """Legend entries for the rank counts and compressions present."""
+    from matplotlib.lines import Line2D
+    keys = [Line2D([], [], color=c, marker="o", ls="none", label=f"{n} rank{'s' if n > 1 else ''}")
+            for n, c in COLOURS.items() if any(r["ranks"] == n for r in rows)]
+    return keys + [Line2D([], [], color="k", marker=m, ls="none", label=c) for c, m in MARKERS.items()
+                   if any(r["compress"] == c for r in rows)]
+
+
+def speedup_series(rows):
+    """{algorithm (or "1bit"): its rows with a measured speed-up, the 1-rank row first, by ranks}."""
+    series = {}
+    for r in rows:
+        if r.get("measured_speedup") is None:
+            continue
+        label = "1bit" if r["compress"] == "1bit" else r["sync"]
+        series.setdefault(label, []).append(r)
+    base = [r for r in rows if r["ranks"] == 1]
+    return {label: sorted(base + [r for r in rs if r["ranks"] > 1], key=lambda r: r["ranks"])
+            for label, rs in series.items()}
+
+
+def speedup_panel(sp, result):
+    """Speed-up against ranks: predicted lines, measured medians with every run's range."""
+    rows = result["rows"]
+    ranks = sorted({r["ranks"] for r in rows})
+    sp.plot(ranks, ranks, "--", color="grey", lw=1, label="ideal (speed-up = ranks)")
+    series = speedup_series(rows)
+    for i, (label, rs) in enumerate(series.items()):
+        colour = f"C{i}"
+        sp.plot([r["ranks"] for r in rs], [r["predicted_speedup"] for r in rs], "-", color=colour,
+                label=f"{label}: predicted")
+        for r in rs:
+            each = [x["measured_speedup"] for x in r["runs"]]
+            sp.errorbar(r["ranks"] + 0.04 * (i - len(series) / 2), r["measured_speedup"],
+                        yerr=[[r["measured_speedup"] - min(each)], [max(each) - r["measured_speedup"]]],
+                        fmt="o", color=colour, ms=5, capsize=2)
+    sp.plot([], [], "o", color="k", label="measured (median; bars: every run)")
+    sp.set_xticks(ranks)
+    sp.set_xlabel("ranks")
+    sp.set_ylabel("speed-up over one rank (x)")
+    err = result.get("median_abs_speedup_error")
+    sp.set_title("speed-up" + (f": median error {100 * err:.1f}%" if err is not None else ""), fontsize=10)
+    sp.grid(True, alpha=0.3)
+    sp.legend(fontsize=7, loc="upper left")

@@ -1,0 +1,279 @@
+"""What calibrate measures on this machine, and the typed record its fits read.
+
+`measure()` times the primitives and returns the sidecar: a dict of raw timings that
+calibrate writes beside the profile as profile.measured.json. `Measurements.from_sidecar`
+reads a sidecar back as the record the fits take (course/calibrate.py), so a profile can be
+rebuilt from a stored sidecar without measuring again:
+
+    python -c "import json; from course import calibrate; \\
+               print(calibrate.to_toml(calibrate.profile_dict(json.load(open('profile.measured.json')))))"
+
+What is measured (one BLAS thread per process):
+  one process   a 1024x1024 matmul (peak FLOP/s); forward + loss + backward at the batches
+                of BATCHES and the run's, timed inside the training loop's own sequence,
+                with the update, the division by N and taking a batch; a 64 MB copy
+  probes        course/probe.py on 1, 2, sharing_ranks and 2 x sharing_ranks ranks at once,
+                ROUNDS rounds (a busy moment hits one round of each, not every probe of one
+                rank count); the 2-rank probe also times OneBitAllreduce at two buffer sizes
+
+The machine drifts from minute to minute, so the 1-rank loop's figures are medians of every
+moment calibrate timed them: the one-process sweep, then each round's 1-rank probe.
+"""
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from course import launch
+from course.fit import straggler_s, summarise
+from mpi_impl import data, nets, pick_device
+from mpi_impl.loader import Loader
+from mpi_impl.sgd import MomentumSGD
+
+BATCHES = (16, 32, 64, 128)
+# The 1-bit codec is timed at two buffer sizes: the model's gradient and an eighth of it, but
+# at least 2**20 values, so that the codec's cost per byte stands above the noise of its
+# messages (a small model's gradient is too short to show a cost per byte).
+CODEC_MIN_VALUES = 1 << 20
+ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
+
+
+# ------------------------------------------------------------------ timing this machine
+
+def cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def median_time(fn, reps, clock=time.perf_counter):
+    """Median time of fn() over reps calls (after one warm-up)."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def matmul_flops(xp=np, clock=time.perf_counter, n=1024):
+    a = xp.asarray(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
+    return 2 * n ** 3 / median_time(lambda: a @ a, 5, clock)
+
+
+def copy_gbs(mb=64):
+    src = np.ones(mb * 2 ** 20 // 4, np.float32)
+    dst = np.empty_like(src)
+    return 2 * src.nbytes / median_time(lambda: np.copyto(dst, src), 5) / 1e9
+
+
+def step_times(model, width, depth, batch, batches=BATCHES, reps=40, xp=np, clock=time.perf_counter):
+    """Per batch size, the median seconds of forward + loss + backward; and the update, the
+    division of the gradient by N and taking a batch, at `batch`. Every part is timed inside
+    the training loop's own sequence (take a batch, forward + backward, divide, update), so
+    that it meets the caches as training leaves them: forward + backward alone, on a hot
+    batch, runs faster than in the loop."""
+    train, _ = data.load("synthetic", samples=max(1024, 2 * max(batches)))
+    net = nets.build(model, train.shape, train.classes, width, depth, xp=xp)
+    opt = MomentumSGD(net.params, net.grads, 0.01, 0.9)
+    out, parts = [], {}
+    for b in batches:
+        loader = Loader(train, b)
+        times = {"load_s": [], "compute_s": [], "scale_s": [], "update_s": []}
+        for k in range(reps + 2):                  # two warm-up steps
+            lo = (k * b) % (len(train) - b)
+            t0 = clock()
+            x, y = (xp.asarray(a) for a in loader.make_batch(np.arange(lo, lo + b)))
+            t1 = clock()
+            _, dlogits, _ = nets.softmax_cross_entropy(net.forward(x), y)
+            net.backward(dlogits)
+            t2 = clock()
+            xp.multiply(net.grads, 0.5, out=net.grads)
+            t3 = clock()
+            opt.step()
+            t4 = clock()
+            if k >= 2:
+                for key, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                    times[key].append(dt)
+        out.append((b, float(np.median(times["compute_s"]))))
+        if b == batch:
+            parts = {key: float(np.median(v)) for key, v in times.items() if key != "compute_s"}
+    return net, out, parts
+
+
+def sharing_ranks(devices):
+    """How many ranks to run at once to see how they share: every core busy (at most 4, so
+    that calibrate stays short), or two ranks on one GPU."""
+    return max(2, min(devices, 4))
+
+
+def probe_rounds(ranks, net_args, codec_values, say):
+    """{str(ranks): [course.probe's JSON per round]}: every rank count once a round. Ranks of
+    more than one end each step in a ring sync, the rhythm of training; the 2-rank probe
+    also times the 1-bit codec at `codec_values`."""
+    probes = {str(n): [] for n in ranks}
+    for r in range(ROUNDS):
+        say(f"probing 1, 2, ... ranks at once (round {r + 1} of {ROUNDS})")
+        for n in probes:
+            codec = codec_values if n == "2" else ()
+            syncs = ("ring",) if n != "1" else ()
+            probes[n].append(launch.probe(int(n), syncs=syncs, codec=codec, steps=32, **net_args))
+    return probes
+
+
+def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40, device="cpu", progress=None):
+    """Every measurement, as a dict (the sidecar JSON)."""
+    say = progress or (lambda text: None)
+    dev = pick_device(device)             # NumPy on the CPU, or CuPy and a clock that waits for the GPU
+    xp, clock, devices = dev.xp, dev.clock, dev.parallel
+    say("timing the model, the update and a copy in one process")
+    peak = matmul_flops(xp, clock)
+    net, points, parts = step_times(model, width, depth, batch, sorted(set(batches) | {batch}), reps, xp, clock)
+    flops = 3 * net.flops_per_sample                  # forward + backward (2x forward)
+    net_args = dict(model=model, width=width, depth=depth, batch=batch, device=device)
+    values = max(net.num_params, CODEC_MIN_VALUES)
+    shared_n = sharing_ranks(devices)
+    probes = probe_rounds(sorted({1, 2, shared_n, 2 * shared_n}), net_args, (values, max(values // 8, 1)), say)
+    return {
+        "model": {"name": model, "width": width, "depth": depth, "params": net.num_params,
+                  "layers": len(net.layer_offsets), "flops_per_sample": flops},
+        "batch": batch, "device": device, "devices": devices, "cores": cores(), "peak_flops": peak,
+        "compute_s": [list(p) for p in points], **parts,
+        "copy_gbs": copy_gbs(), "probes": probes, "sharing_ranks": shared_n,
+    }
+
+
+# ------------------------------------------------------------------ reading the sidecar
+
+def compute_step(probe):
+    """A probe's forward + backward seconds per step, the mean of its ranks."""
+    return float(np.mean(summarise([probe])["compute_s"]))
+
+
+def compute_moments(m):
+    """Forward + backward seconds at the run's batch at every moment calibrate measured it:
+    the batch sweep, then the 1-rank probe of every round."""
+    sweep = {int(b): t for b, t in m["compute_s"]}
+    return [sweep[m["batch"]]] + [compute_step(p) for p in m["probes"]["1"]]
+
+
+def loop_moments(m, figure):
+    """figure(parts) at every moment calibrate timed the 1-rank loop's parts: the one-process
+    sweep (m itself, at the run's batch), then each round's 1-rank probe."""
+    return [figure(m)] + [figure(summarise([p])) for p in m["probes"]["1"]]
+
+
+def loop_figures(m):
+    """([(batch, forward+backward seconds)], update seconds) as the fits take them: the figures
+    at the run's batch are the medians of the moments (compute_moments, loop_moments), and
+    the sweep is scaled to that (a drift is a speed factor on every batch)."""
+    sweep = {int(b): t for b, t in m["compute_s"]}
+    at_batch = statistics.median(compute_moments(m))
+    update_s = statistics.median(loop_moments(m, lambda d: d["update_s"]))
+    return [(b, t * at_batch / sweep[m["batch"]]) for b, t in sweep.items()], update_s
+
+
+def overhead_s(m):
+    """Dividing the gradient by N plus taking a batch, per step: the median of the moments
+    (the one-process sweep, then every 1-rank probe, which runs under mpiexec as training does)."""
+    return statistics.median(loop_moments(m, lambda d: d["load_s"] + d["scale_s"]))
+
+
+def codec_probe(probes):
+    """The 1-bit calls of every round's 2-rank probe as one: per buffer size, the median
+    seconds over the rounds (one round alone moves from calibration to calibration)."""
+    timed = [p for p in probes if p.get("onebit_s")]
+    return {"codec_values": timed[0]["codec_values"],
+            "onebit_s": [float(np.median(col)) for col in zip(*(p["onebit_s"] for p in timed))]}
+
+
+def compute_spread(m):
+    """Slowest over fastest of the compute moments at the run's batch."""
+    moments = compute_moments(m)
+    return max(moments) / min(moments)
+
+
+def unsteady(m, ratio=1.3):
+    """Warnings, one line each, where the machine changed while calibrate measured it: the
+    moments of compute (the sweep and the 1-rank probes) further apart than `ratio` (on a
+    quiet 2-core machine they stay within 1.15). The link's rounds vary far more even on a
+    quiet machine; its best round is taken, so it has no warning."""
+    moments = compute_moments(m)
+    if max(moments) / min(moments) > ratio:
+        return [f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
+                f"at different moments"]
+    return []
+
+
+# ------------------------------------------------------------------ the record
+
+@dataclass(frozen=True)
+class Probe:
+    """One round's probe of `ranks` ranks at once (course/probe.py's JSON) as the fits read it;
+    seconds per step are means over the probe's steps (fit.summarise). The ring and ping-pong
+    figures are None for a 1-rank probe, which has neither."""
+    ranks: int
+    compute_s: list              # forward + backward, per rank
+    update_s: float              # the momentum SGD step
+    straggler_s: float | None    # the ring block's wait for the slower rank's compute (fit.straggler_s)
+    ring_sync_s: float | None    # the ring block's sync, that wait included
+    message_s: float | None      # one-way time of 8 bytes, the median of the round trips
+    message_mean_s: float | None  # the same, the mean: it holds the rare long waits for the scheduler
+    link_gbs: float | None       # the largest message over its extra time above 8 bytes (best round trip)
+
+    @classmethod
+    def from_json(cls, p):
+        parts = summarise([p])
+        ring = p["blocks"].get("ring")
+        sizes, best = p["sizes_bytes"], p["one_way_s"]
+        return cls(ranks=p["ranks"], compute_s=parts["compute_s"], update_s=parts["update_s"],
+                   straggler_s=straggler_s(p, "ring") if ring else None,
+                   ring_sync_s=float(np.mean(ring["sync_steps_s"])) if ring else None,
+                   message_s=p["one_way_median_s"][0] if best else None,
+                   message_mean_s=p["one_way_mean_s"][0] if best else None,
+                   link_gbs=sizes[-1] / (best[-1] - best[0]) / 1e9 if best else None)
+
+    @property
+    def compute_mean_s(self):
+        return float(np.mean(self.compute_s))
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """What calibrate measured, as its fits take it (from_sidecar reads calibrate's sidecar)."""
+    model: dict          # name, width, depth, params, layers, flops_per_sample (forward + backward)
+    batch: int           # samples per rank per step
+    device: str          # cpu | gpu
+    devices: int         # the cores (CPU) or GPUs the ranks share
+    cores: int           # os.sched_getaffinity
+    peak_flops: float    # a 1024x1024 matmul, one process
+    sweep: list          # [(batch, forward + backward seconds)], scaled to the median moment at `batch`
+    update_s: float      # the momentum SGD step at `batch`, the median of the moments
+    overhead_s: float    # dividing the gradient by N plus taking a batch, the median of the moments
+    copy_gbs: float      # a 64 MB array copy
+    sharing_ranks: int   # ranks of the sharing probe (sharing_ranks())
+    probes: dict         # {ranks: [Probe per round]}, the rounds in order
+    codec_values: list   # the buffer sizes (values) at which the 1-bit all-reduce was timed
+    onebit_s: list       # one OneBitAllreduce call on 2 ranks per size, the median of the rounds
+
+    @classmethod
+    def from_sidecar(cls, m):
+        sweep, update = loop_figures(m)
+        codec = codec_probe(m["probes"]["2"])
+        return cls(model=m["model"], batch=m["batch"], device=m.get("device", "cpu"), devices=m["devices"],
+                   cores=m["cores"], peak_flops=m["peak_flops"], sweep=sweep, update_s=update,
+                   overhead_s=overhead_s(m), copy_gbs=m["copy_gbs"], sharing_ranks=m["sharing_ranks"],
+                   probes={int(n): [Probe.from_json(p) for p in rounds] for n, rounds in m["probes"].items()},
+                   codec_values=codec["codec_values"], onebit_s=codec["onebit_s"])
+
+    @property
+    def cpu(self):
+        return self.device == "cpu"
+
+    def per_round(self, ranks, figure):
+        """figure(probe of `ranks` ranks, the 1-rank probe of the same round) for every round; their median."""
+        return float(np.median([figure(p, one) for p, one in zip(self.probes[ranks], self.probes[1])]))
