@@ -1,4 +1,4 @@
-"""python -m course calibrate | compare: see course/README.md."""
+"""python -m course doctor | calibrate | compare | grade: see course/README.md."""
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")          # before NumPy: one BLAS thread per rank
@@ -21,6 +21,17 @@ class Parser(argparse.ArgumentParser):
         message = message.replace("\r", "\\r").replace("\n", "\\n")      # one line, whatever was typed
         print(f"python -m course: error: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+class ShowDefaults(argparse.HelpFormatter):
+    """--help shows every option's default, except where there is none to show (None, False)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings \
+                and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
 
 
 def at_least(low, high=None):
@@ -66,18 +77,24 @@ def parser():
     """The command line: calibrate, compare and grade, each with its options."""
     from course.compare import COMPRESSIONS, SYNCS
     p = Parser(prog="python -m course")
-    sub = p.add_subparsers(dest="command", required=True)
-    cal = sub.add_parser("calibrate", help="measure this machine, write a dpsim scenario fragment")
-    cal.add_argument("-o", "--output", default="profile.toml")
-    cmp_ = sub.add_parser("compare", help="run mpi_impl.train and dpsim side by side")
-    cmp_.add_argument("--ranks", type=rank_counts, default=[1, 2, 4])
-    cmp_.add_argument("--sync", type=names(SYNCS, "algorithm"), default=["ring", "ps"])
-    cmp_.add_argument("--compress", type=names(COMPRESSIONS, "compression"), default=["none", "1bit"])
-    cmp_.add_argument("--profile", help="from calibrate (default: calibrate now into a temporary file)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    command = dict(formatter_class=ShowDefaults)
+    doc = sub.add_parser("doctor", help="check this machine before a class: one line per check", **command)
+    doc.add_argument("--gpu", action="store_true", help="also check that CuPy sees a GPU")
+    cal = sub.add_parser("calibrate", help="measure this machine, write a dpsim scenario fragment", **command)
+    cal.add_argument("-o", "--output", default="profile.toml",
+                     help="the profile to write (a dpsim scenario fragment); its measurements go beside it")
+    cmp_ = sub.add_parser("compare", help="run mpi_impl.train and dpsim side by side", **command)
+    cmp_.add_argument("--ranks", type=rank_counts, default="1,2,4", help="rank counts, comma-separated")
+    cmp_.add_argument("--sync", type=names(SYNCS, "algorithm"), default="ring,ps",
+                      help=f"algorithms, comma-separated, from: {','.join(SYNCS)}")
+    cmp_.add_argument("--compress", type=names(COMPRESSIONS, "compression"), default="none,1bit",
+                      help=f"compressions, comma-separated, from: {','.join(COMPRESSIONS)}")
+    cmp_.add_argument("--profile", help="from calibrate (none: calibrate now into a temporary folder)")
     cmp_.add_argument("--samples", type=at_least(1, 10_000_000), default=8192, help="training samples per epoch (all ranks)")
     cmp_.add_argument("--epochs", type=at_least(2, 1000), default=3, help="the first epoch is not measured")
     cmp_.add_argument("--repeats", type=at_least(1, 100), default=3,
-                      help="runs of each configuration, in rounds (default 3); a row shows their median")
+                      help="runs of each configuration, in rounds; a row shows their median")
     cmp_.add_argument("--probe", action="store_true",
                       help="probe the parts of a step right before each run, to say which part moved "
                            "where a row is off (the prediction always comes from the profile)")
@@ -85,13 +102,14 @@ def parser():
     cmp_.add_argument("--no-probe", dest="probe", action="store_false", help=argparse.SUPPRESS)
     cmp_.add_argument("--json", help="write the rows as JSON")
     cmp_.add_argument("--plot", help="PNG: predicted against measured iteration time, and speed-up against ranks")
-    grd = sub.add_parser("grade", help="check every exercise of a folder of submitted notebooks, write a CSV")
+    grd = sub.add_parser("grade", help="check every exercise of a folder of submitted notebooks, write a CSV",
+                         **command)
     grd.add_argument("folder", help="the submitted notebooks (every .ipynb below it)")
-    grd.add_argument("-o", "--output", default="grades.csv")
+    grd.add_argument("-o", "--output", default="grades.csv", help="the CSV to write, one row per exercise")
     for sp in (cal, cmp_):
-        sp.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-        sp.add_argument("--width", type=at_least(1, 16384), default=1024)
-        sp.add_argument("--depth", type=at_least(1, 64), default=2)
+        sp.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network trained")
+        sp.add_argument("--width", type=at_least(1, 16384), default=1024, help="units per hidden layer (mlp)")
+        sp.add_argument("--depth", type=at_least(1, 64), default=2, help="hidden layers (mlp)")
         sp.add_argument("--batch", type=at_least(1, 65536), default=64, help="samples per rank per step")
         sp.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CuPy arrays, ranks sharing the GPUs (mpi_impl.train --device gpu)")
@@ -101,6 +119,9 @@ def parser():
 def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    if args.command == "doctor":
+        from course import doctor
+        return doctor.doctor(gpu=args.gpu)
     if args.command == "grade":
         return grade(p, args)
     problem = check_before_work(args)
@@ -110,8 +131,7 @@ def main(argv=None):
         try:
             import cupy  # noqa: F401
         except ImportError:
-            print("error: --device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)", file=sys.stderr)
-            return 2
+            p.error("--device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)")
     if args.command == "calibrate":
         return calibrate(args)
     return compare(args)
@@ -164,10 +184,16 @@ def grade(p, args):
         check_output_path(args.output, "-o")
     except ScenarioError as error:
         p.error(str(error))
+    if not any(Path(args.folder).rglob("*.ipynb")):
+        print(f"python -m course: warning: no notebooks (*.ipynb) under {args.folder}: nothing graded",
+              file=sys.stderr)
+        return 1
     scores = grading.grade(args.folder, args.output)
     for name, (right, total) in scores.items():
         print(f"{name}: {right} of {total} exercises correct")
-    print(f"{len(scores)} notebooks; every exercise in {args.output}")
+    exercises = sum(total for _, total in scores.values())
+    print(f"checked {len(scores)} notebooks under {args.folder} ({exercises} rows: lectures 01-05 re-checked, "
+          f"lecture 06 from each notebook's output); every row in {args.output}")
     return 0
 
 
