@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compute, hardware, limits, models, nvlink, sharing, strategies
+from . import derived, hardware, limits, models, nvlink, strategies
 from .errors import ScenarioError
 from .vocabulary import RENAMED, unknown_algorithm
 
@@ -198,48 +198,9 @@ class Scenario:
         return self.cluster.nodes * self.cluster.gpus_per_node
 
     @property
-    def sharing(self) -> float:
-        """How much slower the slowest rank's device work runs (dpsim.sharing): what a lock-step
-        operation on every rank waits for."""
-        return sharing.ranks_per_device(self.cluster.gpus_per_node, self.cluster.devices_per_node)
-
-    def sharing_factors(self) -> list[float]:
-        """Per GPU (rank) of the cluster, how much slower its device work runs (dpsim.sharing)."""
-        c = self.cluster
-        return sharing.rank_factors(c.gpus_per_node, c.devices_per_node) * c.nodes
-
-    @property
-    def memory_bw_gbs(self) -> float:
-        """The memory bandwidth a rank's memory-bound kernels (update, reductions) get: its
-        device's, or its part of the node's when the devices share one (dpsim.sharing)."""
-        c = self.cluster
-        return sharing.memory_bw(self.gpu_spec().mem_bw_gbs, c.node_mem_bw_gbs, c.gpus_per_node, c.devices_per_node)
-
-    @property
-    def wakeup_s(self) -> float:
-        """What a message waits, on average, for its busy-polling receiver to be scheduled."""
-        c = self.cluster
-        return sharing.wakeup_s(c.gpus_per_node, c.devices_per_node, c.timeslice_us / 1e6) if self.sync.busy_poll else 0.0
-
-    @property
     def processes_per_node(self) -> int:
-        """Training processes per node, each with its own loader workers, one host core, and the
-        batches of gpus_per_process GPUs to load: one per node for a strategy that drives the
-        node from one process (DataParallel), else one per GPU."""
-        if self.gpus > 1 and strategies.hook(self.sync.strategy, "ONE_PROCESS_PER_NODE"):
-            return 1
-        return self.cluster.gpus_per_node
-
-    @property
-    def gpus_per_process(self) -> int:
-        return self.cluster.gpus_per_node // self.processes_per_node
-
-    @property
-    def gpus_per_host_thread(self) -> int:
-        """GPUs whose kernels one host thread issues: the node's under DataParallel, else
-        compute.gpus_per_process (MXNet's engine and TensorFlow's towers issue them all from one
-        process while every GPU keeps a loader of its own; mxnet-vs-tf-4gpu is fitted that way)."""
-        return max(self.gpus_per_process, min(self.compute.gpus_per_process, self.cluster.gpus_per_node))
+        """Training processes per node (dpsim.derived.processes_per_node)."""
+        return derived.processes_per_node(self)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -439,17 +400,12 @@ def _resolve_global_batch(sc: Scenario) -> Scenario:
 
 
 def _resolve_rate(sc: Scenario) -> Scenario:
-    """compute.samples_per_s at rate_batch sets compute.efficiency (rate_batch 0: the one-GPU batch)."""
+    """compute.samples_per_s at rate_batch sets compute.efficiency (dpsim.derived.efficiency_from_rate)."""
     c = sc.compute
     if not c.samples_per_s:
         return sc
-    batch = c.rate_batch or sc.training.global_batch or sc.training.batch_per_gpu
-    g, model = sc.gpu_spec(), sc.model_spec()
-    peak = g.fp32_tflops if c.precision == "fp32" else g.fp16_tflops
-    update_s = compute.update_time_s(model.params, sharing.memory_bw(g.mem_bw_gbs, sc.cluster.node_mem_bw_gbs, 1, 0))
     try:
-        e_max = compute.efficiency_from_rate(c.samples_per_s, batch, model.flops_per_sample, peak, c.half_batch,
-                                             update_s + c.overhead_ms / 1e3)
+        e_max, batch = derived.efficiency_from_rate(sc)
     except ValueError as e:
         raise ScenarioError("compute.samples_per_s", str(e)) from None
     return dataclasses.replace(sc, compute=dataclasses.replace(c, efficiency=e_max, rate_batch=batch))

@@ -27,7 +27,7 @@ The kernels cost the same whatever the network, the saving is (n-1)/n m beta x 0
 wins only where beta is large next to 1/memory bandwidth, i.e. on a slow network.
 """
 
-from ..machine import AllPairs
+from ..symmetry import AllPairs
 from ..vocabulary import ONEBIT_BLOCK
 
 BYTES_PER_VALUE = 1 / 8 + 4 / ONEBIT_BLOCK      # a sign bit per value, an FP32 scale per block
