@@ -3,6 +3,7 @@
     import dpsim
     sc = dpsim.load_scenario("cntk-1bit-k80", overrides={"sync.strategy": "ps"})
     res = dpsim.simulate(sc)             # res.to_dict(): the result contract in README.md
+    seconds = dpsim.collective_time(sc, 2**30, "ring")    # one all-reduce of 1 GiB, alone
     runs = dpsim.sweep(sc, gpus=[1, 2, 4, 8])
 
 The names below, and submodules such as dpsim.plot, are imported on first use, so that
@@ -17,6 +18,7 @@ _HOME = {
     "ScenarioError": "errors",
     "Result": "results", "Run": "results",
     "simulate": "simulation",
+    "collective_time": "collective",
     "sweep": "sweeps", "sweep_grid": "sweeps",
 }
 __all__ = list(_HOME)

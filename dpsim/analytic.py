@@ -14,17 +14,9 @@ that holds, and tests/test_analytic.py holds it to 1%.
 import math
 
 from . import sharing
+from .machine import pipelined          # a receive-and-add step, as the machine charges it
 from .strategies.dataparallel import segments
-
-
-def pipelined(transfer, add, message, segment):
-    """A receive-and-add step: transfer, then add (segment = 0, the textbook step), or in
-    k = ceil(message / segment) segments, each added while the next travels (sync.segment_mib):
-    max(T, G) + min(T, G) / k."""
-    if not segment:
-        return transfer + add
-    k = max(1, math.ceil(message / segment))
-    return max(transfer, add) + min(transfer, add) / k
+from .strategies.mpi import choice
 
 
 def ring(n, m, alpha, beta, gamma=0.0, segment=0):
@@ -79,7 +71,6 @@ def halving_doubling(n, m, alpha, beta, gamma=0.0, segment=0):
 def mpi(n, m, alpha, beta, gamma=0.0):
     """MPI_Allreduce as MPICH 5 picks it (dpsim/strategies/mpi.py): recursive doubling for at
     most 8 bytes or fewer FP32 values than p, else halving-doubling."""
-    from .strategies.mpi import choice
     formula = recursive_doubling if choice(n, m) == "recursive-doubling" else halving_doubling
     return formula(n, m, alpha, beta, gamma)
 

@@ -13,7 +13,7 @@ What is measured, for each case, is Engine(sc).run() (what simulate() spends mos
                  resumptions, conditions) counts once
   ns_per_gpu_step  CPU time / (GPUs x ring steps x buckets x iterations), ring steps = 2(n-1):
                  flat or falling as n grows means the cost grows no faster than GPUs x steps
-  path           "fast" when Machine.repeat replayed rounds, else "detailed"
+  path           "fast" when rounds or steps were replayed (dpsim.replay), else "detailed"
 With `--detailed-max N` (default 64) cases up to N GPUs also run with Engine(sc, fast=False),
 to show the fast path's speed-up and that both give the same iteration time.
 Wall times depend on the machine and its load; compare the two paths within one run.

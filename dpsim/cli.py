@@ -13,7 +13,7 @@ import json
 import pathlib
 import sys
 
-from . import config, diagnosis, grid, hardware, models
+from . import cli_sweep, config, diagnosis, hardware, models
 from .errors import FIGURES, ScenarioError, check_output_path
 from .report import print_result
 from .simulation import simulate
@@ -57,7 +57,7 @@ def cmd_run(args):
         check_output_path(args.plot, "--plot", FIGURES)
     sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
     show_progress = args.progress or sys.stderr.isatty()
-    res = simulate(sc, trace=bool(args.trace), progress=grid.progress_bar(unit="iterations") if show_progress else None)
+    res = simulate(sc, trace=bool(args.trace), progress=cli_sweep.progress_bar(unit="iterations") if show_progress else None)
     verdict = diagnosis.diagnose(sc, res)
     written = []
     if args.trace:
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="write the timeline as Chrome trace JSON (ui.perfetto.dev)")
     run.add_argument("--plot", metavar="FILE", help="draw the breakdown as stacked bars (PNG, PDF or SVG); "
                      "with --trace also the timeline of two iterations, in FILE-timeline")
-    grid.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
+    cli_sweep.add_arguments(scenario_command("sweep", "simulate a scenario at several GPU counts"))
     val = sub.add_parser("validate", help="dpsim's predictions beside published measurements (dpsim/published.toml)")
     val.add_argument("--case", nargs="+", action="extend", metavar="NAME", help="only these cases (repeatable)")
     val.add_argument("--json", action="store_true", help="print the rows and the summary as JSON")
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": grid.cmd_sweep,
+    handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cli_sweep.cmd_sweep,
                "validate": cmd_validate}[args.command]
     try:
         handler(args)

@@ -35,6 +35,8 @@ Knobs, read from the scenario:
 import math
 from dataclasses import asdict, dataclass
 
+from . import derived
+
 OVERHEAD_BOUND = 0.25     # an overhead this large bounds the iteration
 SCALES_WELL = 0.90        # scaling efficiency above which compute-bound runs scale well
 GPU_FILLED = 0.80         # b / (b + half_batch): below this the batch is too small for the GPU
@@ -105,8 +107,8 @@ def compute_advice(sc, res):
 
 def data_advice(sc, res):
     d, c = sc.data, sc.cluster
-    procs = sc.processes_per_node                         # as dpsim.pipeline counts them
-    samples = sc.training.batch_per_gpu * sc.gpus_per_process
+    procs = derived.processes_per_node(sc)                # as dpsim.pipeline counts them
+    samples = sc.training.batch_per_gpu * derived.gpus_per_process(sc)
     cores = max(c.cpu_cores - procs, 1)                   # one core per training process, the rest load
     free = max(cores // procs, 1)                         # loader cores per training process
     decode = samples * d.decode_ms_per_sample / 1e3

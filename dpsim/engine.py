@@ -26,62 +26,50 @@ path, so its parts add up to the iteration time:
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
-replay the rest (Machine.repeat states when that is exact); a step seen before on an idle
-network is replayed from memory (Machine.send); an all-to-all among every GPU is one flow per
-kind of transfer (dpsim.symmetry). `Engine(sc, fast=False)` simulates every transfer instead
-(the detailed path); both give the same results up to rounding, and a run whose replay turned
-out to share the network is redone on the detailed path by itself.
-`python -m dpsim.bench` measures both.
+replay the rest, a step seen before is replayed from memory, and an all-to-all among every GPU
+is one flow per kind of transfer (dpsim.replay, dpsim.symmetry). `Engine(sc, fast=False)`
+simulates every transfer instead (the detailed path); both give the same results up to
+rounding, and a run whose replay turned out to share the network is redone on the detailed
+path by itself (Engine.settled). `python -m dpsim.bench` measures both.
 """
-import dataclasses
 import random
 
 import simpy
 
-from . import compute, strategies, workload
+from . import derived, strategies, workload
 from .cluster import Cluster
 from .machine import Machine
 from .network import Network
 from .pipeline import InputPipeline
 from .results import Run
-from .vocabulary import BREAKDOWN, MIB, split_sync_wait
+from .vocabulary import BREAKDOWN, split_sync_wait
 
 
-def node_links(sc):
-    """(intra, host_link) as the ranks see them: with shared_memory_messages on shared devices,
-    each rank's copies get its device's share of the bandwidth (dpsim.sharing)."""
-    intra, host = sc.link_spec("intra"), sc.link_spec("host_link")
-    if sc.cluster.shared_memory_messages and sc.sharing > 1:
-        intra, host = (dataclasses.replace(l, bandwidth_gbs=l.bandwidth_gbs / sc.sharing) for l in (intra, host))
-    return intra, host
-
-
-def gpudirect(setting, inter) -> bool:
-    """cluster.gpudirect: "auto" is on for RDMA links (InfiniBand, RoCE), off for TCP."""
-    return setting == "on" or (setting == "auto" and inter.kind in ("infiniband", "roce"))
+def build_cluster(sc) -> Cluster:
+    """The scenario's cluster, its links as the ranks see them (dpsim.derived)."""
+    c = sc.cluster
+    intra, host_link = derived.node_links(sc)
+    inter = sc.link_spec("inter")
+    return Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
+                   c.nics_per_node, derived.gpudirect(c.gpudirect, inter))
 
 
 class Engine:
     """`fast=False` forces the detailed path: every round of every collective simulated (see
-    Machine.repeat for when the fast path is exact; results agree to rounding)."""
+    dpsim.replay for when the fast path is exact; results agree to rounding)."""
 
     def __init__(self, sc, trace=None, fast=True, progress=None):
         self.sc, self.trace, self.progress = sc, trace, progress
         self.fell_back = False      # a replay was disturbed and the run was redone in detail
         self.env = simpy.Environment()
-        c, s = sc.cluster, sc.sync
-        intra, host_link = node_links(sc)
-        inter = sc.link_spec("inter")
-        self.cluster = Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
-                               c.nics_per_node, gpudirect(c.gpudirect, inter))
+        s = sc.sync
+        self.cluster = build_cluster(sc)
         self.net = Network(self.env, trace)
-        self.machine = Machine(self.env, self.net, self.cluster, sc.memory_bw_gbs, c.host_mem_bw_gbs, trace,
-                               s.staging, s.message_overhead_us, sc.compute.kernel_launch_us, fast,
-                               sc.sharing, sc.wakeup_s, sc.compute.codec_gbs, s.segment_mib * MIB)
+        self.machine = Machine.for_scenario(sc, self.env, self.net, self.cluster, trace, fast)
         self.work = workload.build(sc)
         self.ranks = self.cluster.gpus
         self.cpu_update = s.update_location == "cpu"
-        cpu_update_s = compute.UPDATE_BYTES_PER_PARAM / (c.host_mem_bw_gbs * 1e9) if self.cpu_update else 0.0
+        cpu_update_s = derived.cpu_update_s_per_param(sc)
         many = len(self.ranks) > 1
         self.allreduce = strategies.allreduce_for(s, None, cpu_update_s) if many else None
         self.allreduce_full = strategies.allreduce_for(s, "none", cpu_update_s) if many else None
@@ -91,8 +79,8 @@ class Engine:
         self.updaters = [] if self.cpu_update else hook("updaters")(self.ranks)
         self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
-        speeds = list(c.gpu_speed) + [1.0] * (len(self.ranks) - len(c.gpu_speed))
-        self.slowness = [f / v for f, v in zip(sc.sharing_factors(), speeds)]   # shared devices: dpsim.sharing
+        self.slowness = derived.slowness(sc)        # shared devices (dpsim.sharing) over speed factors
+        self.update_s = self.work.update_s * derived.device_sharing(sc)
         self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
 
     # -- pieces of an iteration
@@ -152,9 +140,8 @@ class Engine:
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
         if self.updaters:
-            update_s = w.update_s * self.sc.sharing
-            yield self._compute("update", update_s, [1.0] * len(self.updaters), self.updaters)
-            phases["update"] += update_s
+            yield self._compute("update", self.update_s, [1.0] * len(self.updaters), self.updaters)
+            phases["update"] += self.update_s
 
     # -- whole runs
     def window(self) -> tuple[int, int]:
@@ -169,8 +156,27 @@ class Engine:
         cycle = d.workers
         return max(t.warmup_iterations, 2 * cycle), -(-t.iterations // cycle) * cycle
 
+    def settled(self, simulate):
+        """simulate(engine) on this engine; if a replay turned out to share the network (another
+        process sent while it stood in for a collective), simulate(a new engine on the detailed
+        path) instead, with the same trace and progress."""
+        out = simulate(self)
+        if not self.machine.disturbed:
+            return out
+        self.fell_back = True
+        return simulate(type(self)(self.sc, self.trace, fast=False, progress=self.progress))
+
     def run(self) -> Run:
         """Warm up, then measure; per-iteration means."""
+        return self.settled(type(self)._measure)
+
+    def sync_alone(self) -> float:
+        """Seconds for one gradient synchronisation with nothing else running."""
+        if self.allreduce is None:
+            return 0.0
+        return self.settled(type(self)._sync_once)
+
+    def _measure(self) -> Run:
         warmup, measured = self.window()
         if self.trace is not None:
             self.trace.warmup_iterations = warmup
@@ -191,29 +197,19 @@ class Engine:
                            sum(sent) / len(sent) / measured))
 
         self.env.run(until=self.env.process(main()))    # loader workers run forever; stop with main
-        if self.net.disturbed:          # a replayed collective shared the network after all
-            self.fell_back = True
-            return type(self)(self.sc, self.trace, fast=False, progress=self.progress).run()
         return out[0]
 
     def _report(self, done, total):
         if self.progress is not None:
             self.progress(done, total)
 
-    def sync_alone(self) -> float:
-        """Seconds for one gradient synchronisation with nothing else running."""
-        if self.allreduce is None:
-            return 0.0
-
+    def _sync_once(self) -> float:
         def main():
             yield from self.broadcast_weights(self.machine, self.ranks, self.work)
             for bucket in self.work.buckets:
                 yield from self.allreduce(self.machine, self.ranks, bucket.nbytes)
 
         self.env.run(until=self.env.process(main()))
-        if self.net.disturbed:
-            self.fell_back = True
-            return type(self)(self.sc, fast=False).sync_alone()
         return self.env.now
 
     @property

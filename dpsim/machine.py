@@ -26,33 +26,41 @@ segment s while segment s + 1 travels, so with T the transfer's time and G the a
 the step takes max(T, G) + min(T, G) / k instead of T + G.  Per-segment message costs are
 left out (a segment of 1 MiB costs ~100x its latency on any of dpsim's links).
 
-The fast path (`repeat`, with `fast=True`, the default): a collective made of identical
-rounds (the 2(n-1) steps of a ring) is simulated one round in detail, and the other rounds
-are one wait of the same length. See `repeat` for exactly when that is exact.
+The fast path (`fast=True`, the default, and no trace): a collective made of identical rounds
+(the 2(n-1) steps of a ring) is simulated one round in detail and the other rounds are one wait
+of the same length; a step seen before is one wait of its remembered time. dpsim.replay says
+exactly when that is exact and how a run that breaks the conditions is redone.
 """
-from dataclasses import dataclass
+import math
 
-from . import analytic, symmetry
+from . import derived, symmetry
+from .replay import Replay
+from .symmetry import AllPairs
+from .vocabulary import MIB
 
 
-@dataclass(frozen=True)
-class AllPairs:
-    """Every rank sends nbytes to every other rank (an all-to-all): a list of moves that
-    Machine.send can also take whole, see dpsim.symmetry."""
-    ranks: tuple
-    nbytes: float
-
-    def __iter__(self):
-        return ((a, b, self.nbytes) for a in self.ranks for b in self.ranks if a != b)
+def pipelined(transfer, add, message, segment):
+    """A receive-and-add step: transfer, then add (segment = 0, the textbook step), or in
+    k = ceil(message / segment) segments, each added while the next travels (sync.segment_mib):
+    max(T, G) + min(T, G) / k."""
+    if not segment:
+        return transfer + add
+    k = max(1, math.ceil(message / segment))
+    return max(transfer, add) + min(transfer, add) / k
 
 
 class Machine:
-    def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, trace=None,
-                 staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0, fast=True,
+    """The costs a strategy sees: memory bandwidths (reductions, the codec's kernels), how
+    messages travel (staging, software overhead per message, scheduling wake-up), kernel
+    launches, device sharing and the pipeline segment. Machine.for_scenario builds it from a
+    scenario; the keywords default to free messages, unshared devices and the textbook step."""
+
+    def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, *, trace=None,
+                 fast=True, staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0,
                  sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
-        self.fast = fast            # False: simulate every round of every collective (the detailed path)
-        self.replayed_rounds = 0    # rounds the fast path stood in for instead of simulating them
+        # fast=False or a trace (which needs every round's spans): simulate every round (the detailed path)
+        self.replay = Replay(env, net) if fast and trace is None else None
         self.gpu_mem_bw = gpu_mem_bw_gbs * 1e9
         self.codec_bw = (codec_gbs or gpu_mem_bw_gbs) * 1e9     # what the codec's kernels reach
         self._gamma = {"gpu": 3 / (gpu_mem_bw_gbs * 1e9), "host": 3 / (host_mem_bw_gbs * 1e9)}
@@ -63,7 +71,25 @@ class Machine:
         self.sharing = sharing      # ranks per device: device work (reduce, kernels) this much slower
         self.wakeup = wakeup_s      # per message between ranks: the receiver waits to be scheduled
         self.segment = segment_bytes  # pipeline segment of send_reduce; 0 = the textbook step
-        self.steps = {}             # the fast path's remembered steps: (moves, staged) -> (seconds, log)
+
+    @classmethod
+    def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
+        """The machine a scenario describes (its derived quantities: dpsim.derived)."""
+        return cls(env, net, cluster, derived.memory_bw_gbs(sc), sc.cluster.host_mem_bw_gbs, trace=trace, fast=fast,
+                   staging=sc.sync.staging, message_overhead_us=sc.sync.message_overhead_us,
+                   kernel_launch_us=sc.compute.kernel_launch_us, sharing=derived.device_sharing(sc),
+                   wakeup_s=derived.wakeup_s(sc), codec_gbs=sc.compute.codec_gbs,
+                   segment_bytes=sc.sync.segment_mib * MIB)
+
+    @property
+    def replayed_rounds(self) -> int:
+        """Rounds and steps the fast path stood in for instead of simulating them."""
+        return self.replay.replayed if self.replay is not None else 0
+
+    @property
+    def disturbed(self) -> bool:
+        """A replay turned out to share the network: the run must be redone in detail."""
+        return self.replay is not None and self.replay.disturbed
 
     def gamma(self, endpoint: str) -> float:
         """Seconds per byte reduced on this endpoint (a shared device's share of its speed)."""
@@ -80,14 +106,14 @@ class Machine:
 
         Fast path: a step started on an idle network takes a time and moves bytes that depend
         on its transfers alone, so the first time a step is seen it is simulated and
-        remembered, and the same step again is one wait of that time (see `_remembered`)."""
+        remembered, and the same step again is one wait of that time (dpsim.replay)."""
         staged = self.staging == "host" if staged is None else staged
-        me = self.env.active_process
-        if (self.fast and self.trace is None and me is not None and self.net.in_flight == 0
-                and self.net.owner in (None, me)):
-            if isinstance(moves, AllPairs) and self.net.idle() and list(moves.ranks) == self.cluster.gpus:
-                return self._all_to_all(moves, staged)
-            return self._remembered((tuple(moves), staged), moves, label, staged)
+        replay = self.replay
+        if replay is not None and replay.may_replay():
+            if isinstance(moves, AllPairs) and replay.idle() and list(moves.ranks) == self.cluster.gpus:
+                return replay.all_to_all((moves, staged), moves.ranks, moves.nbytes,
+                                         lambda: symmetry.all_to_all(self, moves.nbytes, staged))
+            return replay.step((tuple(moves), staged), lambda: self._send(moves, label, staged))
         return self._send(moves, label, staged)
 
     def message_overhead(self, staged) -> float:
@@ -111,66 +137,6 @@ class Machine:
             self.trace.span(src, "MPI call", now, now + overhead)
             self.env.all_of(evs).callbacks.append(
                 lambda _, src=src: self.trace.span(src, "host-staged messages", now + overhead, self.env.now))
-
-    def _remembered(self, key, moves, label, staged):
-        """A step on an idle network, simulated the first time and replayed after. Exact (up to
-        rounding) when nobody else sends while it runs: like `repeat`, it makes its process the
-        network's owner meanwhile, and a transfer from anyone else sets `net.disturbed`, which
-        makes the engine redo the run on the detailed path. Inside a round that `repeat` is
-        recording, the step's transfers join that round's log."""
-        net, env = self.net, self.env
-        if key in self.steps:
-            seconds, log = self.steps[key]
-
-            def book():
-                net.count_again(log, 1)
-                if net.log is not None:
-                    net.log.extend(log)
-            return self._replay(seconds, book)
-        outer_owner, outer_log = net.owner, net.log
-        net.owner, net.log = env.active_process, []
-        start, done = env.now, self._send(moves, label, staged)
-
-        def finish(_):
-            log = net.log
-            if not net.disturbed:
-                self.steps[key] = (env.now - start, log)
-            if outer_log is not None:
-                outer_log.extend(log)
-            net.owner, net.log = outer_owner, outer_log
-        done.callbacks.append(finish)
-        return done
-
-    def _all_to_all(self, pairs, staged):
-        """Every GPU to every other on an idle network, one transfer per kind (dpsim.symmetry),
-        remembered like a step and replayed the same way."""
-        key = (pairs, staged)
-        if key not in self.steps:
-            self.steps[key] = symmetry.all_to_all(self, pairs.nbytes, staged)
-        seconds, carried = self.steps[key]
-        sent, net = (len(pairs.ranks) - 1) * pairs.nbytes, self.net
-
-        def book():
-            for rank in pairs.ranks:
-                net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + sent
-            for ch, nbytes in carried.items():
-                ch.bytes_carried += nbytes
-        return self._replay(seconds, book)
-
-    def _replay(self, seconds, book):
-        """One wait of `seconds` standing in for a step, its process owning the network
-        meanwhile (so anyone else's transfer shows as `net.disturbed`); `book()` books the
-        step's bytes when the wait ends."""
-        net = self.net
-        outer_owner, net.owner = net.owner, self.env.active_process
-        self.replayed_rounds += 1
-        done = self.env.timeout(seconds)
-
-        def finish(_):
-            book()
-            net.owner = outer_owner
-        done.callbacks.append(finish)
-        return done
 
     def copy(self, moves, label="copy"):
         """Plain DMA copies (host <-> GPU): direct routes, no messaging overhead."""
@@ -209,7 +175,7 @@ class Machine:
             return
         adds = {e: self.gamma(e) * nbytes for e in endpoints}
         message = moves.nbytes if isinstance(moves, AllPairs) else max((n for _, _, n in moves), default=0)
-        end = start + analytic.pipelined(self.env.now - start, max(adds.values(), default=0.0),
+        end = start + pipelined(self.env.now - start, max(adds.values(), default=0.0),
                                          message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on
             for e, seconds in adds.items():
@@ -227,29 +193,14 @@ class Machine:
         """Run `step()`, a generator for one lock-step round, `rounds` times in a row.
 
         Fast path: rounds that do the same thing (the same transfers, reductions and kernels)
-        on a network that carries nothing else take the same time and move the same bytes. So
-        the first round is simulated in detail and the other rounds - 1 are one wait of
-        (rounds - 1) x its duration, their bytes and codec time booked at once. That is exact
-        (up to floating-point rounding) when
-          - the network is idle when the first round starts (nothing in flight), and
-          - no other process sends while the rounds run.
-        It is taken only then, and only without a trace (a trace needs every round's spans),
-        so the first condition and tracing fall back to the detailed path here. The second is
-        checked as it happens: a transfer from another process sets `net.disturbed`, and the
-        engine then reruns the whole simulation on the detailed path. Stragglers do not
-        matter: a collective starts when the slowest GPU is ready and its rounds involve no
-        compute."""
-        net = self.net
-        if not self.fast or self.trace is not None or rounds < 2 or not net.idle():
+        on a network that carries nothing else take the same time and move the same bytes, so
+        the first round is simulated and the other rounds - 1 are one wait (Replay.rounds),
+        their codec time booked at once. Taken only when the network is idle as the rounds
+        start; dpsim.replay says why that and no other traffic while they run make it exact."""
+        if self.replay is None or rounds < 2 or not self.replay.idle():
             for _ in range(rounds):
                 yield from step()
             return
-        start, codec = self.env.now, self.codec_s
-        net.owner, net.log = self.env.active_process, []
-        yield from step()
-        log, net.log = net.log, None
-        yield self.env.timeout((rounds - 1) * (self.env.now - start))
-        net.owner = None
-        net.count_again(log, rounds - 1)
-        self.replayed_rounds += rounds - 1
+        codec = self.codec_s
+        yield from self.replay.rounds(rounds, step)
         self.codec_s += (rounds - 1) * (self.codec_s - codec)

@@ -16,8 +16,7 @@ constant, so the simulation is exact for this fluid model, not time-stepped.
 
 Cost: every start or finish (transfers starting or ending at the same instant count once)
 recomputes all rates, O(E log E) for E = (transfers in flight) x (hops per route).
-Machine.repeat's fast path (dpsim/machine.py) uses `idle`, `log`, `owner`, `disturbed` and
-`count_again` below to replay identical rounds of a collective instead of simulating them.
+The fast path (dpsim.replay) watches the transfers through one hook, `Network.observer`.
 """
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
@@ -56,15 +55,7 @@ class Network:
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
         self.in_flight = 0        # transfers started and not yet arrived
-        # For Machine.repeat's replays: the process that has the network to itself, the transfers it
-        # started (src, route, nbytes), and whether anyone else sent while it had the network.
-        self.owner = None
-        self.log = None
-        self.disturbed = False
-
-    def idle(self) -> bool:
-        """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
-        return self.in_flight == 0 and self.owner is None
+        self.observer = None      # called observer(src, route, nbytes) as each transfer starts (dpsim.replay)
 
     def transfer(self, route, src, dst, nbytes, label="", overhead=0.0, weight=1):
         """Start moving nbytes from src to dst along route; return an event for its arrival.
@@ -74,10 +65,8 @@ class Network:
         done = env.event()
         self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
         self.in_flight += 1
-        if self.owner is not None and env.active_process is not self.owner:
-            self.disturbed = True
-        if self.log is not None:
-            self.log.append((src, route, nbytes))
+        if self.observer is not None:
+            self.observer(src, route, nbytes)
         latency = sum(ch.latency for ch in route) + overhead
         if not route or nbytes <= 0:
             env.timeout(latency).callbacks.append(lambda _: self._arrive(done))
@@ -89,14 +78,6 @@ class Network:
     def _arrive(self, done):
         self.in_flight -= 1
         done.succeed()
-
-    def count_again(self, log, times):
-        """Book the bytes of the logged transfers `times` more times (a replayed round)."""
-        for src, route, nbytes in log:
-            self.bytes_sent[src] += times * nbytes
-            if nbytes > 0:
-                for ch in route:
-                    ch.bytes_carried += times * nbytes
 
     # -- the fluid model
     def _advance(self):

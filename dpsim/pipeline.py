@@ -1,7 +1,7 @@
 """The input pipeline: loader workers decoding batches on the node's CPU cores, a prefetch
 queue, and the copy from host memory to the GPU.
 
-Per training process (Scenario.processes_per_node: one per GPU, unless one process drives
+Per training process (dpsim.derived.processes_per_node: one per GPU, unless one process drives
 several GPUs, as DataParallel, MXNet and TensorFlow's towers do, and loads the batches of all
 of them) there are `workers` loader processes, as in PyTorch's DataLoader(num_workers=...). Each worker builds whole batches: a batch of b samples takes
 b x decode_ms_per_sample on one core. Workers put finished batches in a queue of
@@ -18,6 +18,8 @@ the PCIe uplinks with everything else.
 """
 import simpy
 
+from . import derived
+
 
 class InputPipeline:
     def __init__(self, env, sc, machine, work, ranks):
@@ -26,11 +28,11 @@ class InputPipeline:
         self.real = data.source == "real"
         if not self.real:
             return
-        batch, per_process = sc.training.batch_per_gpu, sc.gpus_per_process
+        batch, per_process = sc.training.batch_per_gpu, derived.gpus_per_process(sc)
         # (GPU the batch is copied to, samples per batch) for each training process: its first GPU
         self.consumers = [(ranks[i], batch * len(ranks[i:i + per_process]))
                           for i in range(0, len(ranks), per_process)]
-        processes_per_node = sc.processes_per_node
+        processes_per_node = derived.processes_per_node(sc)
         loader_cores = max(c.cpu_cores - processes_per_node, 1)
         wanting = data.workers * processes_per_node
         self.slowdown = max(1.0, wanting / loader_cores) if data.workers else \

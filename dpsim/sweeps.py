@@ -1,6 +1,7 @@
-"""sweep() and sweep_grid(): many scenarios (GPU counts x varied keys), each distinct one
-simulated once, serially, in local processes (jobs) or on the workers of
-`mpiexec -n N python -m mpi4py.futures`. The executors live here and nowhere else.
+"""The sweep library, sweep() and sweep_grid(): many scenarios (GPU counts x varied keys), each
+distinct one simulated once, serially, in local processes (jobs) or on the workers of
+`mpiexec -n N python -m mpi4py.futures`. The executors live here and nowhere else; the
+`dpsim sweep` command that prints them is dpsim.cli_sweep.
 """
 import itertools
 import os

@@ -18,10 +18,22 @@ holds it to the flow-by-flow simulation.
 Cost: g(g-1) + g^2 flows for g GPUs per node, whatever the number of nodes.
 """
 from collections import Counter
+from dataclasses import dataclass
 
 import simpy
 
 from .network import Channel, Network
+
+
+@dataclass(frozen=True)
+class AllPairs:
+    """Every rank sends nbytes to every other rank (an all-to-all): a list of moves that
+    Machine.send can also take whole, as one flow per kind (all_to_all below)."""
+    ranks: tuple
+    nbytes: float
+
+    def __iter__(self):
+        return ((a, b, self.nbytes) for a in self.ranks for b in self.ranks if a != b)
 
 
 def kind(cluster, channel_key):

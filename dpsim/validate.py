@@ -9,7 +9,7 @@ where it cannot (a GPU with no preset, NVLink SHARP, an unstated network).
 What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
                       bucket, without overlap, strategy ring unless the table names another,
-                      timed alone (Engine.sync_alone): bus bandwidth = 2(n-1)/n x bytes / time,
+                      timed alone (dpsim.collective_time): bus bandwidth = 2(n-1)/n x bytes / time,
                       as nccl-tests reports it. Each step's chunk is pipelined in segments of
                       NCCL_SEGMENT_MIB (sync.segment_mib), as NCCL's kernels do. Within
                       tolerance: predicted/published in 0.85-1.15.
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import config
-from .engine import Engine
+from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate
 
@@ -66,13 +66,11 @@ def scenario(case) -> dict | None:
     sc = {"name": case["name"], "description": case["what"], "source": case["source"], "cluster": cluster,
           "sync": {"strategy": d.get("strategy", "ring")}}
     if case["what"] == "allreduce_busbw":
-        nbytes = case.get("message_bytes", GIB)
-        sc["model"] = {"params": nbytes // 4, "flops_per_sample": 1.0, "layers": 1}
-        sc["sync"].update(bucket_mib=0, overlap=False, segment_mib=NCCL_SEGMENT_MIB)
-    else:
-        sc["model"] = {"preset": d["model"]}
-        sc["compute"] = {"precision": d.get("precision", "fp32")}
-        sc["training"] = {"batch_per_gpu": d["batch"]}
+        return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
+                                           "sync.segment_mib": NCCL_SEGMENT_MIB})
+    sc["model"] = {"preset": d["model"]}
+    sc["compute"] = {"precision": d.get("precision", "fp32")}
+    sc["training"] = {"batch_per_gpu": d["batch"]}
     return sc
 
 
@@ -80,8 +78,8 @@ def predict(case) -> float:
     """dpsim's figure for a case, in the case's unit (GB/s, %, x)."""
     sc = config.load_scenario(scenario(case))
     if case["what"] == "allreduce_busbw":
-        n = sc.gpus
-        return 2 * (n - 1) / n * case.get("message_bytes", GIB) / Engine(sc).sync_alone() / 1e9
+        n, nbytes = sc.gpus, case.get("message_bytes", GIB)
+        return 2 * (n - 1) / n * nbytes / collective_time(sc, nbytes) / 1e9
     res = simulate(sc)
     return {"scaling_efficiency": 100 * res.scaling_efficiency, "speedup": res.speedup}[case["what"]]
 

@@ -15,7 +15,7 @@ or, for norms, memory-bound) rather than its share of the FLOPs.
 """
 from dataclasses import dataclass
 
-from . import compute
+from . import compute, derived
 from .vocabulary import MIB
 
 GRAD_BYTES_PER_PARAM = 4
@@ -76,19 +76,18 @@ def make_buckets(grad_bytes, fractions, backward_s, bucket_bytes) -> tuple[Bucke
 
 
 def build(sc) -> Workload:
-    model, gpu, c = sc.model_spec(), sc.gpu_spec(), sc.compute
-    peak = gpu.fp32_tflops if c.precision == "fp32" else gpu.fp16_tflops
+    model, c, peak, mem_bw = sc.model_spec(), sc.compute, derived.peak_tflops(sc), derived.memory_bw_gbs(sc)
     total = compute.compute_time_s(model.flops_per_sample, sc.training.batch_per_gpu, peak,
                                    c.efficiency, c.half_batch)
-    total = max(total, sc.gpus_per_host_thread * c.dispatch_ms_per_gpu / 1e3)
+    total = max(total, derived.gpus_per_host_thread(sc) * c.dispatch_ms_per_gpu / 1e3)
     forward_s, backward_s = total / 3 + c.overhead_ms / 1e3, total * 2 / 3
     grads = model.grad_bytes_backward(GRAD_BYTES_PER_PARAM)
     if c.per_layer:            # each layer timed by its kind, the total kept (see ComputeConfig.per_layer)
         s_per_flop = 1 / (peak * 1e12 * compute.efficiency(sc.training.batch_per_gpu, c.efficiency, c.half_batch))
-        fractions = model.backward_time_fraction(s_per_flop, 1 / (sc.memory_bw_gbs * 1e9))
+        fractions = model.backward_time_fraction(s_per_flop, 1 / (mem_bw * 1e9))
     else:
         fractions = model.backward_flops_fraction()
     buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB)
     inp, out = input_output_bytes(sc.model.preset)
-    return Workload(forward_s, backward_s, compute.update_time_s(model.params, sc.memory_bw_gbs),
+    return Workload(forward_s, backward_s, compute.update_time_s(model.params, mem_bw),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

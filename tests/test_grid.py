@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dpsim import analytic, load_scenario, simulate, sweep, sweep_grid
-from dpsim.grid import split_values
+from dpsim.cli_sweep import split_values
 from dpsim.hardware import GPUS
 
 from dpsim_helpers import star

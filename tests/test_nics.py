@@ -55,7 +55,7 @@ def test_without_gpudirect_the_host_uplinks_limit_the_rings():
 
 
 def test_gpudirect_auto_follows_the_link_kind():
-    from dpsim.engine import gpudirect
+    from dpsim.derived import gpudirect
     from dpsim.hardware import LINKS
     assert gpudirect("auto", LINKS["ib-hdr"]) and gpudirect("auto", LINKS["roce-100"])
     assert not gpudirect("auto", LINKS["100gbe"]) and gpudirect("on", LINKS["100gbe"])

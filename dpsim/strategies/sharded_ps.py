@@ -9,7 +9,7 @@ The same bytes as the ring in two steps instead of 2(n-1), but n(n-1) transfers 
 once: it needs a network where all pairs can talk at full speed (a switch), and it loses to
 the ring where links are shared (a PCIe uplink).
 """
-from ..machine import AllPairs
+from ..symmetry import AllPairs
 
 
 def allreduce(machine, ranks, nbytes):

@@ -5,7 +5,8 @@
     dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8 --vary sync.strategy=ps,ring --jobs 0 --plot scaling.png
     mpiexec -n 5 python -m mpi4py.futures -m dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8 --vary ...
 
-The simulations themselves run in dpsim.sweep_grid(); this file reads the flags and prints.
+This file is the command: it reads the flags and prints. The simulations run in the sweep
+library, dpsim.sweeps (dpsim.sweep_grid()).
 """
 import json
 import sys
@@ -14,6 +15,7 @@ import time
 from . import config
 from .errors import FIGURES, ScenarioError, check_output_path
 from .report import describe
+from .strategies import onebit
 from .sweeps import sweep_grid
 
 
@@ -88,7 +90,7 @@ def print_grid(rows, varied, out=None):
 
 def coinciding(rows, varied):
     """One line per group of rows (same GPU count, different settings) whose results are the
-    same, and why where we know: 1-bit has its own exchange whatever sync.strategy says."""
+    same, and why where we know (strategies.onebit.OWN_EXCHANGE)."""
     groups = {}
     for settings, r in rows:
         key = (r.gpus, round(r.iteration_time_s, 12), round(r.bytes_sent_per_gpu))
@@ -98,7 +100,7 @@ def coinciding(rows, varied):
         if len(same) < 2 or gpus == 1:
             continue
         names = "; ".join(", ".join(f"{k}={show(s[k])}" for k in varied) for s, _ in same)
-        why = (" (1-bit SGD has its own exchange, whatever sync.strategy says)"
+        why = (f" ({onebit.OWN_EXCHANGE})"
                if all(r.scenario["sync"]["compression"] == "1bit" for _, r in same) else "")
         notes.append(f"on {gpus} GPUs these give the same result: {names}{why}")
     return notes

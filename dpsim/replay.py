@@ -1,0 +1,130 @@
+"""The fast path: steps simulated once and replayed, and who has the network meanwhile.
+
+A collective made of identical rounds (the 2(n-1) steps of a ring), or a step seen before, takes
+a time and moves bytes that depend on its own transfers alone, as long as nothing else is on
+the network. So the first time is simulated in detail and remembered, and every later time is
+one wait of that length, with the same bytes booked when the wait ends.
+
+That is exact (up to floating-point rounding) when
+  - the network is idle when the step, or the first of the rounds, starts (nothing in flight), and
+  - no other process sends while it runs.
+The first is checked before a replay is taken (`idle`, `may_replay`). The second is checked as
+it happens: while a step is recorded or replayed, its process owns the network, and the
+network's observer hook (Network.observer) reports every transfer started; one started by any
+other process marks the run `disturbed`, and the engine then reruns the whole simulation on
+the detailed path (Engine.settled). Stragglers do not matter: a collective starts when the
+slowest GPU is ready and its rounds involve no compute.
+
+Three kinds of replay, all booked the same way:
+  rounds      Machine.repeat: the first of k identical rounds simulated, the other k - 1 one wait
+  step        Machine.send: a step simulated the first time, replayed when it comes again
+  all-to-all  Machine.send of every GPU to every other: timed by dpsim.symmetry, then replayed
+"""
+
+
+class Replay:
+    """The fast path's memory and the network's ownership, for one simulation."""
+
+    def __init__(self, env, net):
+        self.env, self.net = env, net
+        self.owner = None           # the process that has the network to itself
+        self.log = None             # transfers (src, route, nbytes) started while a step is recorded
+        self.disturbed = False      # another process sent while a replay owned the network
+        self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
+        self.replayed = 0           # rounds and steps replayed instead of simulated
+        net.observer = self._saw
+
+    def _saw(self, src, route, nbytes):
+        """The network's observer: a transfer has started."""
+        if self.owner is not None and self.env.active_process is not self.owner:
+            self.disturbed = True
+        if self.log is not None:
+            self.log.append((src, route, nbytes))
+
+    def idle(self) -> bool:
+        """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
+        return self.net.in_flight == 0 and self.owner is None
+
+    def may_replay(self) -> bool:
+        """A step started now by the running process would have the network to itself."""
+        me = self.env.active_process
+        return me is not None and self.net.in_flight == 0 and self.owner in (None, me)
+
+    def rounds(self, rounds, step):
+        """`step()`, a generator for one round, simulated once; the other rounds - 1 are one
+        wait of (rounds - 1) x its duration, their bytes booked when it ends. Call it only when
+        `idle()`."""
+        env = self.env
+        start = env.now
+        self.owner, self.log = env.active_process, []
+        yield from step()
+        log, self.log = self.log, None
+        yield env.timeout((rounds - 1) * (env.now - start))
+        self.owner = None
+        self._count_again(log, rounds - 1)
+        self.replayed += rounds - 1
+
+    def step(self, key, simulate):
+        """A step: one wait of its remembered time if it was seen before, else `simulate()` (an
+        event), recorded with its process owning the network. Inside a round that `rounds` is
+        recording, the step's transfers join that round's log."""
+        if key in self.steps:
+            return self._wait(*self.steps[key])
+        env = self.env
+        outer_owner, outer_log = self.owner, self.log
+        self.owner, self.log = env.active_process, []
+        start, done = env.now, simulate()
+
+        def finish(_):
+            log = self.log
+            if not self.disturbed:
+                self.steps[key] = (env.now - start, lambda: self._book_step(log))
+            if outer_log is not None:
+                outer_log.extend(log)
+            self.owner, self.log = outer_owner, outer_log
+        done.callbacks.append(finish)
+        return done
+
+    def all_to_all(self, key, ranks, nbytes, measure):
+        """Every rank of `ranks` sends nbytes to every other: measure() -> (seconds, {channel:
+        bytes}) the first time, then one wait of those seconds, the bytes booked at its end."""
+        if key not in self.steps:
+            seconds, carried = measure()
+            sent = (len(ranks) - 1) * nbytes
+            self.steps[key] = (seconds, lambda: self._book_all_to_all(ranks, sent, carried))
+        return self._wait(*self.steps[key])
+
+    def _wait(self, seconds, book):
+        """One wait of `seconds` standing in for a step, its process owning the network meanwhile
+        (so anyone else's transfer shows as `disturbed`); `book()` books the step's bytes at the end."""
+        outer_owner, self.owner = self.owner, self.env.active_process
+        self.replayed += 1
+        done = self.env.timeout(seconds)
+
+        def finish(_):
+            book()
+            self.owner = outer_owner
+        done.callbacks.append(finish)
+        return done
+
+    # -- booking the bytes of what was not simulated
+    def _count_again(self, log, times):
+        """Book the bytes of the logged transfers `times` more times."""
+        net = self.net
+        for src, route, nbytes in log:
+            net.bytes_sent[src] += times * nbytes
+            if nbytes > 0:
+                for ch in route:
+                    ch.bytes_carried += times * nbytes
+
+    def _book_step(self, log):
+        self._count_again(log, 1)
+        if self.log is not None:
+            self.log.extend(log)
+
+    def _book_all_to_all(self, ranks, sent, carried):
+        net = self.net
+        for rank in ranks:
+            net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + sent
+        for ch, nbytes in carried.items():
+            ch.bytes_carried += nbytes

@@ -1,0 +1,261 @@
+"""The sections of a scenario: every key, its default and the rule its value must meet.
+
+A scenario has top-level `name`, `description`, `source` and one table per section below.
+Every field's unit is in its name; `_spec` attaches a field's rule (positive, non-negative,
+one of some choices) and its one-line help, and `check_field` applies it. dpsim.config builds
+and checks whole scenarios from these.
+"""
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from . import hardware, limits, strategies
+from .errors import ScenarioError
+from .specs import number
+from .vocabulary import RENAMED, unknown_algorithm
+
+STRATEGIES = (*strategies.MODULES, "none")       # the names of dpsim.vocabulary.ALGORITHMS it simulates
+PS_LOCATIONS = ("gpu0", "cpu")
+COMPRESSIONS = ("none", "1bit", "fp16")
+PRECISIONS = ("fp32", "fp16")
+DATA_SOURCES = ("synthetic", "real")
+STAGINGS = ("direct", "host")
+UPDATE_LOCATIONS = ("gpu", "cpu")
+
+
+def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, doc=""):
+    """A dataclass field carrying its validation rule."""
+    meta = dict(positive=positive, nonneg=nonneg, choices=choices, fraction=fraction, doc=doc)
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    node: str = _spec("", doc="a whole-node preset (dpsim.hardware.NODES: dgx-1-v100, dgx-a100, ...) whose "
+                      "keys fill those the scenario leaves out")
+    nodes: int = _spec(1, positive=True)
+    gpus_per_node: int = _spec(1, positive=True)
+    gpu: str | dict = _spec("v100", doc="GPU preset or {fp32_tflops, fp16_tflops, mem_bw_gbs}")
+    intra: str | dict = _spec("pcie3", doc="GPU<->GPU in a node: link preset or {bandwidth_gbs, latency_us, kind, "
+                              "links, efficiency} (or {preset, ...} to change some of a preset's)")
+    inter: str | dict = _spec("100gbe", doc="node<->switch: link preset or table")
+    host_link: str | dict = _spec("pcie3", doc="GPU<->host CPU and PCIe switch uplinks: link preset or table")
+    gpus_per_pcie_switch: int = _spec(2, positive=True, doc="GPUs sharing one PCIe switch and its host uplink")
+    nics_per_node: int = _spec(1, positive=True, doc="NICs per node, each with its own port at the inter link's "
+                               "rate, NIC j serving GPUs l with l x NICs // GPUs = j (dpsim.cluster)")
+    gpudirect: str = _spec("auto", choices=("auto", "on", "off"), doc="GPUDirect RDMA: the NIC reads GPU memory "
+                           "through its PCIe switch instead of host memory; auto = on for RDMA links "
+                           "(infiniband, roce), off for TCP over ethernet")
+    cpu_cores: int = _spec(16, positive=True)
+    # Host memory bandwidth, used for reductions done on the CPU. 50 GB/s is the order of a
+    # two-socket DDR4 server under STREAM (McCalpin's STREAM results list 40-120 GB/s for such
+    # machines); an assumption, override it with a measurement.
+    host_mem_bw_gbs: float = _spec(50.0, positive=True)
+    # Per-GPU speed factors (1.0 = the preset; 0.5 = half speed, a straggler). Shorter than
+    # the number of GPUs: the rest run at 1.0.
+    gpu_speed: list = _spec([], doc="per-GPU speed factors, e.g. [1, 1, 1, 0.7]")
+    # Ranks sharing devices (dpsim.sharing): more training processes than CPU cores, or several
+    # on one GPU. 0 keeps one device per rank, as on every GPU cluster.
+    devices_per_node: float = _spec(0.0, nonneg=True, doc="compute devices the node's ranks share (CPU cores or "
+                                    "GPUs; fractional: the capacity measured, e.g. 1.8 for two cores that run two "
+                                    "processes at 1.8x one); 0 = one per rank")
+    shared_memory_messages: bool = _spec(False, doc="messages inside a node are memory copies made by the "
+                                         "ranks' own devices (MPI between CPU processes)")
+    # Memory bandwidth the node's devices share: CPU cores have one memory bus, so two ranks
+    # updating at once each get less than one alone (dpsim.sharing.memory_bw). 0: every device
+    # has its own memory, as every GPU does. course calibrate measures it on 2 ranks.
+    node_mem_bw_gbs: float = _spec(0.0, nonneg=True, doc="memory bandwidth the node's devices share "
+                                   "(CPU cores); 0 = each device its own (GPUs)")
+    # How long a runnable process may wait for a core it does not have: Linux's base time slice
+    # (EEVDF scheduler, Linux 6.6 on: 0.75 ms x (1 + log2 of the CPUs, counted up to 8), so
+    # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
+    # assumption; course calibrate measures what busy-polling ranks really wait.
+    timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    preset: str = _spec("resnet50", doc="model preset name ('custom' when params are given)")
+    params: int = _spec(0, nonneg=True, doc="custom model: parameters (instead of preset)")
+    flops_per_sample: float = _spec(0.0, nonneg=True, doc="custom model: forward+backward FLOPs per sample")
+    layers: int = _spec(1, positive=True, doc="custom model: equal layers the gradient is split into")
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    precision: str = _spec("fp32", choices=PRECISIONS)
+    # Fraction of peak reached at large batch. 0.6: ResNet-50 FP32 training on a V100 runs at
+    # roughly 390 images/s (NVIDIA Deep Learning Examples performance tables), and the resnet50
+    # preset counts 24.5 GFLOP per image forward+backward (a multiply-add is 2 FLOPs), so
+    # 390 x 24.5 GFLOP / 15.7 TFLOP/s = 0.61 of peak.
+    # Above 1 is allowed (with a note): some kernels beat the nominal FLOP count (cuDNN's
+    # Winograd convolutions run VGG-16 above it; Lavin & Gray, "Fast Algorithms for
+    # Convolutional Neural Networks", CVPR 2016).
+    efficiency: float = _spec(0.6, positive=True)
+    # Per-GPU batch at which efficiency is half its maximum (see dpsim.compute for the curve).
+    half_batch: float = _spec(8.0, nonneg=True)
+    overhead_ms: float = _spec(0.0, nonneg=True, doc="fixed per-iteration cost (kernel launches, framework)")
+    # A measured one-GPU training rate instead of an efficiency: samples/s of whole steps
+    # (forward, backward, update; synthetic data) at per-GPU batch rate_batch, as benchmark
+    # tables report it. It sets efficiency so that one GPU runs at exactly that rate
+    # (dpsim.compute.efficiency_from_rate); half_batch keeps its meaning for other batches.
+    samples_per_s: float = _spec(0.0, nonneg=True, doc="measured one-GPU samples/s; sets efficiency (0 = off)")
+    rate_batch: int = _spec(0, nonneg=True, doc="the per-GPU batch samples_per_s was measured at; 0 = the "
+                            "scenario's one-GPU batch (training.global_batch, else batch_per_gpu)")
+    # Per-layer timing of backward (off: each layer's share of backward is its share of the
+    # FLOPs). On: convolutions and matrix products take FLOPs / (peak x efficiency), batch and
+    # layer norms move 12 bytes per value at the GPU's memory bandwidth (dpsim.models), and
+    # backward's total is shared out in those proportions, so gradients become ready, and
+    # buckets can start, when a timed backward would produce them. The total is unchanged.
+    per_layer: bool = _spec(False, doc="time each layer of backward by its kind (FLOP- or memory-bound)")
+    # Random variation of each GPU's compute time per iteration (coefficient of variation;
+    # seeded by training.seed): a synchronous step waits for the slowest draw.
+    jitter: float = _spec(0.0, nonneg=True)
+    # Launch cost of one GPU kernel: ~5 us, the order CUDA documentation and microbenchmarks
+    # report for an empty kernel launch (e.g. Zhang et al., "Understanding the GPU
+    # Microarchitecture to Achieve Bare-Metal Performance Tuning", PPoPP 2017).
+    kernel_launch_us: float = _spec(5.0, nonneg=True)
+    # The bandwidth the codec's kernels (1-bit quantise/decode, fp16 casts) reach on the bytes
+    # they touch; 0 = the GPU's memory bandwidth (cluster.gpu.mem_bw_gbs), as a memory-bound
+    # kernel written for the GPU does. course calibrate measures NumPy's, far below a copy's.
+    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels; 0 = mem_bw_gbs")
+    # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
+    # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
+    # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
+    gpus_per_process: int = _spec(1, positive=True)
+    dispatch_ms_per_gpu: float = _spec(0.0, nonneg=True)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    batch_per_gpu: int = _spec(32, positive=True)
+    # Strong scaling: a fixed global batch split over the GPUs (batch_per_gpu = global / GPUs,
+    # replacing batch_per_gpu), so speed-up is against one GPU running the whole global batch.
+    global_batch: int = _spec(0, nonneg=True, doc="fixed global batch split over the GPUs (strong "
+                              "scaling); 0 = batch_per_gpu per GPU (weak scaling)")
+    iterations: int = _spec(10, positive=True)
+    warmup_iterations: int = _spec(2, nonneg=True)
+    seed: int = _spec(0, nonneg=True)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = _spec("synthetic", choices=DATA_SOURCES, doc="synthetic skips loading")
+    workers: int = _spec(4, nonneg=True, doc="loader processes per training process; 0 = load inside the loop")
+    decode_ms_per_sample: float = _spec(0.5, nonneg=True, doc="CPU time to read and decode one sample on one core")
+    prefetch_batches: int = _spec(2, positive=True, doc="batches the loader may hold ready")
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    strategy: str = _spec("ring", choices=STRATEGIES)
+    ps_location: str = _spec("gpu0", choices=PS_LOCATIONS)
+    compression: str = _spec("none", choices=COMPRESSIONS)
+    bucket_mib: float = _spec(25.0, nonneg=True, doc="gradient bucket size in MiB; 0 = one bucket after backward")
+    segment_mib: float = _spec(0.0, nonneg=True, doc="pipeline segment of the receive-and-add steps of ring, "
+                               "halving-doubling and sharded-ps, in MiB (mpi_impl's default is 1); "
+                               "0 = the textbook step: the whole chunk, then the addition")
+    overlap: bool = _spec(True, doc="sync each bucket as soon as backward produces it")
+    warmup_samples: int = _spec(0, nonneg=True, doc="full-precision samples before compression starts (CNTK -a)")
+    staging: str = _spec("direct", choices=STAGINGS, doc="host = every message goes through host memory (MPI without CUDA awareness)")
+    # Software cost of one host-staged message: two cudaMemcpy launches and stream syncs
+    # (~10 us each, the order of CUDA's small-copy latency) plus an MPI shared-memory send
+    # (~1 us, OSU latency benchmark order). An assumption; calibrate it (course/).
+    message_overhead_us: float = _spec(25.0, nonneg=True, doc="software cost per host-staged message")
+    update_location: str = _spec("gpu", choices=UPDATE_LOCATIONS, doc="cpu = the CPU parameter server applies the update (MXNet kvstore)")
+    busy_poll: bool = _spec(False, doc="a rank waiting for a message spins on its device, as MPI does on CPU "
+                            "cores (matters only when ranks outnumber devices)")
+
+
+SECTIONS = {
+    "cluster": ClusterConfig,
+    "model": ModelConfig,
+    "compute": ComputeConfig,
+    "training": TrainingConfig,
+    "data": DataConfig,
+    "sync": SyncConfig,
+}
+TOP_LEVEL = ("name", "description", "source")
+
+
+def check_field(f: dataclasses.Field, value, key):
+    meta, want = f.metadata, f.type
+    if want == "bool" or want is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(key, f"expected true or false, got {value!r}")
+        return value
+    if want in (int, "int"):
+        if isinstance(value, float) and value.is_integer():   # TOML reads 25e6 as a float
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(key, f"expected an integer, got {value!r}")
+    elif want in (float, "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ScenarioError(key, f"expected a finite number, got {value!r}")
+        value = float(value)
+    elif want in (list, "list"):
+        if not isinstance(value, list):
+            raise ScenarioError(key, f"expected a list of numbers, got {value!r}")
+        for i, x in enumerate(value):
+            number(x, f"{key}[{i}]")
+        value = [float(x) for x in value]
+    elif want in (str, "str"):
+        if not isinstance(value, str):
+            raise ScenarioError(key, f"expected a string, got {value!r}")
+    elif not isinstance(value, (str, dict)):   # preset name or inline table
+        raise ScenarioError(key, f"expected a preset name or an inline table, got {value!r}")
+    if meta.get("choices") and value not in meta["choices"]:
+        if value in RENAMED:
+            raise ScenarioError(key, unknown_algorithm(value, meta["choices"]))
+        raise ScenarioError(key, f"unknown value {value!r}; choose one of: {', '.join(meta['choices'])}")
+    if meta.get("positive") and not value > 0:
+        raise ScenarioError(key, f"must be > 0, got {value!r}")
+    if meta.get("nonneg") and value < 0:
+        raise ScenarioError(key, f"must be >= 0, got {value!r}")
+    if meta.get("fraction") and value > 1:
+        raise ScenarioError(key, f"must be at most 1, got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        limits.in_range(key, value)
+    return value
+
+
+# Keys that were renamed, and why: a file that still uses one fails with this hint.
+RENAMED_KEYS = {
+    "sync.bucket_mb": "renamed sync.bucket_mib (the same size, in MiB as it always was: one unit, named so)",
+}
+
+
+def build_section(name: str, table) -> object:
+    """Section `name` from its table: a node preset's keys under the table's, every key known,
+    every value by its field's rule."""
+    if not isinstance(table, dict):
+        raise ScenarioError(name, f"expected a table, got {table!r}")
+    if name == "cluster" and table.get("node"):
+        table = {**{k: v for k, v in _node(table["node"]).items() if k != "source"}, **table}
+    return SECTIONS[name](**_checked_values(name, table))
+
+
+def replace_section(section, name: str, changes: dict) -> object:
+    """A checked section with the keys in `changes` replaced, each checked by its field's rule
+    (a new node preset is checked to exist; its keys fill none, since a built section has all)."""
+    if changes.get("node"):
+        _node(changes["node"])
+    return dataclasses.replace(section, **_checked_values(name, changes))
+
+
+def _node(node) -> dict:
+    if not isinstance(node, str) or node not in hardware.NODES:
+        raise ScenarioError("cluster.node", f"unknown node {node!r}; choose one of: {', '.join(hardware.NODES)}")
+    return hardware.NODES[node]
+
+
+def _checked_values(name: str, table: dict) -> dict:
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[name])}
+    for k in table:
+        if f"{name}.{k}" in RENAMED_KEYS:
+            raise ScenarioError(f"{name}.{k}", RENAMED_KEYS[f"{name}.{k}"])
+        if k not in fields:
+            raise ScenarioError(f"{name}.{k}", f"unknown key; allowed: {', '.join(fields)}")
+    return {k: check_field(fields[k], v, f"{name}.{k}") for k, v in table.items()}
