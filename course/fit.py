@@ -23,7 +23,6 @@ primitive, and its model composes the primitives into every configuration.
 
 collective_seconds is the one place course asks dpsim how long one collective takes.
 """
-import copy
 
 import numpy as np
 
@@ -122,14 +121,12 @@ def fit_codec(values, seconds, ranks, share=1.0):
 
 def collective_seconds(scenario, nbytes, algorithm, compression="none"):
     """Seconds dpsim gives one gradient synchronisation of `nbytes` (fp32 values) by
-    `algorithm` on the machine of `scenario` (a dict), nothing else running: the scenario's
-    model replaced by one layer of nbytes / 4 parameters that costs no compute. Every fit that
-    reads a collective's time from dpsim (fit_latency, calibrate's codec fit) goes through here."""
+    `algorithm` on the machine of `scenario` (a dict), nothing else running
+    (dpsim.collective_time). Every fit that reads a collective's time from dpsim (fit_latency,
+    calibrate's codec fit) goes through here."""
     import dpsim
-    d = copy.deepcopy(scenario)
-    d["model"] = {"params": nbytes // 4, "flops_per_sample": 1.0, "layers": 1}
-    d.setdefault("sync", {}).update(strategy=algorithm, compression=compression)
-    return dpsim.simulate(d).sync_time_s
+    d = {**scenario, "sync": {**scenario.get("sync", {}), "compression": compression}}
+    return dpsim.collective_time(d, nbytes, algorithm)
 
 
 # ------------------------------------------------------------------ probes
