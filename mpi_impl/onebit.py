@@ -57,8 +57,8 @@ import time
 from dpsim.vocabulary import ONEBIT_BLOCK
 from mpi4py import MPI
 
-from . import _xp
-from ._xp import array_module, chunk_bounds, cuda_aware_from_env, is_gpu_array
+from . import wire as wire_module
+from .device import array_module, chunk_bounds, is_gpu_array
 from .errors import FLOAT_DTYPES, check_arguments
 
 
@@ -152,7 +152,7 @@ class OneBitAllreduce:
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.error_feedback = bool(error_feedback)
         self.block = int(block)
-        self.cuda_aware = cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
+        self.cuda_aware = wire_module.cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
         self.bytes_sent = 0
         self.codec_s = 0.0
         self.residual_resets = 0        # calls after which non-finite residuals were zeroed
@@ -196,7 +196,7 @@ class OneBitAllreduce:
         if key not in self._plans:
             self._plans[key] = _Plan(xp, x.size, x.dtype, p, rank, self.block)
         plan = self._plans[key]
-        wire = _xp.make_wire(self.comm, xp, self.cuda_aware)
+        wire = wire_module.make_wire(self.comm, xp, self.cuda_aware)
         st = plan.stripes
         encode, decode = self._encode, self._decode
 

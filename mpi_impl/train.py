@@ -74,7 +74,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from mpi_impl import checkpoint, data, nets
-from mpi_impl._xp import pick_device
+from mpi_impl.device import pick_device
 from mpi_impl.errors import Parser, UsageError, abort_job, algorithm_name, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD

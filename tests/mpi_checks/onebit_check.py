@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from dpsim.vocabulary import ONEBIT_BLOCK
-from mpi_impl import _xp, ring
+from mpi_impl import ring, wire as _xp
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
