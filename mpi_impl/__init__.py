@@ -9,11 +9,14 @@ Run under ``mpiexec``::
 
 One file per algorithm (ring.py, recursive_doubling.py, halving_doubling.py, ps.py,
 sharded_ps.py, mpi_builtin.py, nccl.py, onebit.py); each docstring gives the algorithm's
-alpha-beta-gamma cost.  The names are dpsim.vocabulary's, shared with the simulator (the
-one module of dpsim imported here).  See README.md.
-Importing this package only imports mpi4py (which initialises MPI), after asking MPICH
-for single-copy messages where the kernel allows them (single_copy.py); CuPy is imported
-only when a CuPy array is passed.
+alpha-beta-gamma cost.  They compute with device.py's array module and talk through
+wire.py's Wire, whose receive-and-add steps run in segments (pipeline.py).  The names are
+dpsim.vocabulary's, shared with the simulator (the one module of dpsim imported here).
+See README.md.
+
+Importing this package only imports mpi4py (which initialises MPI), after asking MPICH for
+single-copy messages where the kernel allows them (single_copy.py); CuPy is imported only
+when a CuPy array is passed.
 """
 from __future__ import annotations
 
