@@ -7,8 +7,9 @@ costs one epoch, and never weights that became NaN or inf (the run stops with on
 exit code DIVERGED_EXIT).  --resume continues from the newest epoch that every rank has
 (:func:`restore_checkpoint`), bit for bit as if the run had never stopped, after checking
 that the files were written by a run with the same settings (:func:`check_resumable`).
-A run without --resume refuses a DIR that already holds checkpoints.  Every function here
-is collective: every rank calls it, and every rank reaches the same verdict.
+A run without --resume refuses a DIR that already holds checkpoints.  save_checkpoint,
+restore_checkpoint, refuse_to_overwrite and starting_point are collective: every rank
+calls them, and every rank reaches the same verdict.
 """
 import numpy as np
 from mpi4py import MPI
