@@ -52,8 +52,9 @@ class PipelinedReceiveAdd:
         self.seg = max(1, wire.segment // into.itemsize)          # elements per segment
         self.straight = base is None or not overlaps(wire.xp, base, into)
         self.apart = len(sources) - self.straight       # copies landing in scratch, per segment
-        self.landing = scratch(wire.xp, "landing", 2 * self.apart * self.seg, into.dtype) \
-            if self.apart else None
+        self.landing = None                              # two slots of `apart` segments each
+        if self.apart:
+            self.landing = scratch(wire.xp, "landing", 2 * self.apart * self.seg, into.dtype)
         self.receives = self.count(into)                # segments to receive
         self.steps = max([self.receives] + [self.count(a) for a, _ in sends])
 
