@@ -9,11 +9,14 @@ Run under ``mpiexec``::
 
 One file per algorithm (ring.py, recursive_doubling.py, halving_doubling.py, ps.py,
 sharded_ps.py, mpi_builtin.py, nccl.py, onebit.py); each docstring gives the algorithm's
-alpha-beta-gamma cost.  The names are dpsim.vocabulary's, shared with the simulator (the
-one module of dpsim imported here).  See README.md.
-Importing this package only imports mpi4py (which initialises MPI), after asking MPICH
-for single-copy messages where the kernel allows them (single_copy.py); CuPy is imported
-only when a CuPy array is passed.
+alpha-beta-gamma cost.  They compute with device.py's array module and talk through
+wire.py's Wire, whose receive-and-add steps run in segments (pipeline.py).  The names are
+dpsim.vocabulary's, shared with the simulator (the one module of dpsim imported here).
+See README.md.
+
+Importing this package only imports mpi4py (which initialises MPI), after asking MPICH for
+single-copy messages where the kernel allows them (single_copy.py); CuPy is imported only
+when a CuPy array is passed.
 """
 from __future__ import annotations
 
@@ -26,9 +29,10 @@ from mpi4py import MPI  # noqa: E402
 from dpsim.vocabulary import unknown_algorithm
 
 from . import halving_doubling, mpi_builtin, nccl, ps, recursive_doubling, ring, sharded_ps
-from ._xp import SEGMENT_BYTES, array_module, is_gpu_array, make_wire, pick_device
+from .device import array_module, is_gpu_array, missing_cupy, pick_device
 from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
 from .onebit import OneBitAllreduce
+from .wire import SEGMENT_BYTES, make_wire
 
 #: the exact all-reduce algorithms, named as in dpsim.vocabulary.ALGORITHMS
 ALGORITHMS = ("ring", "recursive-doubling", "halving-doubling", "ps", "sharded-ps", "mpi", "nccl")
@@ -42,11 +46,11 @@ _MODULES = {"ring": ring, "recursive-doubling": recursive_doubling,
 bytes_sent_by_algo = {name: 0 for name in ALGORITHMS}
 
 __all__ = ["ALGORITHMS", "allreduce", "bytes_sent", "seconds", "SEGMENT_BYTES", "OneBitAllreduce", "abort_on_error",
-           "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES", "pick_device"]
+           "install_excepthook", "bytes_sent_by_algo", "REDUCIBLE_DTYPES", "pick_device", "missing_cupy"]
 
 
 def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | None = None,
-              check: bool = True, segment: int | None = SEGMENT_BYTES):
+              check: bool = True, segment: int = SEGMENT_BYTES):
     """Return the elementwise sum of `x` over all ranks of `comm` (default COMM_WORLD).
 
     x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
@@ -60,7 +64,8 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     out: an array of x's shape, dtype and type to write the result into (reused between
     calls, it saves allocating a new array each time); ``out=x`` reduces x in place.
     segment: bytes per pipeline segment of ring, halving-doubling and sharded-ps (default
-    SEGMENT_BYTES, 1 MiB), or None for their textbook steps (whole chunks, then the adds).
+    SEGMENT_BYTES, 1 MiB), or 0 for their textbook steps (whole chunks, then the adds), as
+    dpsim's sync.segment_mib = 0; None means 0 too.
     """
     comm = comm if comm is not None else MPI.COMM_WORLD
     xp = array_module(x)

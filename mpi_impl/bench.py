@@ -91,8 +91,14 @@ PIPELINED = ("ring", "halving-doubling", "sharded-ps")     # the algorithms with
 
 
 def parse_segments(text: str) -> list:
-    """'256K,1M,none' -> [262144, 1048576, None]."""
-    return [None if t.strip().lower() == "none" else parse_size(t) for t in text.split(",")]
+    """'256K,1M,none' -> [262144, 1048576, 0]: 0 is the textbook step (whole messages),
+    spelled "none" on the command line and null in the JSON; a size of 0 is refused."""
+    words = text.split(",")
+    textbook = [t.strip().lower() == "none" for t in words]
+    segments = [0 if none else parse_size(t) for t, none in zip(words, textbook)]
+    if any(not size and not none for size, none in zip(segments, textbook)):
+        raise ValueError("a --segment of 0 bytes: use none for whole messages")
+    return segments
 
 
 BIG = 64 << 20                  # bytes of the bandwidth measurements
@@ -115,52 +121,62 @@ def measure(comm, device, cuda_aware=None, repeats: int = 5):
     the large all-reduces whose bandwidth matters move data from memory, not from cache.
     The buffers hold ones, not zeros: never-written zeros all map to one page of the
     kernel's, which a copy reads from cache."""
-    p, rank, xp, sync = comm.Get_size(), comm.Get_rank(), device.xp, device.wait
+    p, xp, sync = comm.Get_size(), device.xp, device.wait
     wire = mpi_impl.make_wire(comm, xp, cuda_aware)
-
-    def round_trip(nbytes):
-        a = xp.ones(nbytes // 4, np.float32)
-        best = float("inf")
-        for _ in range(repeats + 1):                 # the first round warms up
-            comm.Barrier()
-            start = MPI.Wtime()
-            if rank == 0:
-                wire.send(a, 1)
-                wire.recv(a, 1)
-            elif rank == 1:
-                wire.recv(a, 0)
-                wire.send(a, 0)
-            best = min(best, MPI.Wtime() - start)
-        return comm.bcast(best, root=0)
-
-    def slowest_best(work):
-        times = []
-        for _ in range(repeats + 1):
-            comm.Barrier()
-            start = MPI.Wtime()
-            work()
-            times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-        return min(times[1:])
-
-    def ring_step(nbytes):
-        """Every rank sends nbytes right and receives nbytes from the left, all at once."""
-        a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
-        return slowest_best(lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p))
-
     alpha = beta = 0.0
     one_way_gbs = None                          # no partner on 1 rank
     if p > 1:
-        alpha = round_trip(8) / 2
-        beta = max(ring_step(BIG) - alpha, 1e-12) / BIG
-        one_way_gbs = BIG / max(round_trip(BIG) / 2 - alpha, 1e-12) / 1e9
+        alpha = round_trip(wire, 8, repeats) / 2
+        beta = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
+        one_way_gbs = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
     n = BIG // 4
     a, b = xp.ones(n, np.float32), xp.ones(n, np.float32)
-    gamma = slowest_best(lambda: (xp.add(a, b, out=a), sync())) / (4 * n)
-    copy = 4 * n / slowest_best(lambda: (xp.copyto(a, b), sync()))
+    gamma = slowest_best(comm, lambda: (xp.add(a, b, out=a), sync()), repeats) / (4 * n)
+    copy = 4 * n / slowest_best(comm, lambda: (xp.copyto(a, b), sync()), repeats)
     return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else None,
             "one_way_gbs": one_way_gbs,
             "gamma_gbs": 1 / gamma / 1e9, "copy_gbs": copy / 1e9,
             "alpha": alpha, "beta": beta, "gamma": gamma}
+
+
+def round_trip(wire, nbytes, repeats):
+    """The best of repeats + 1 round trips of nbytes between ranks 0 and 1 (the others
+    wait), as rank 0 saw it."""
+    comm, rank = wire.comm, wire.rank
+    a = wire.xp.ones(nbytes // 4, np.float32)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        if rank == 0:
+            wire.send(a, 1)
+            wire.recv(a, 1)
+        elif rank == 1:
+            wire.recv(a, 0)
+            wire.send(a, 0)
+        best = min(best, MPI.Wtime() - start)
+    return comm.bcast(best, root=0)
+
+
+def ring_step(wire, nbytes, repeats):
+    """Every rank sends nbytes right and receives nbytes from the left, all at once: the
+    slowest rank's best time."""
+    p, rank, xp = wire.size, wire.rank, wire.xp
+    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+    return slowest_best(wire.comm, lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p),
+                        repeats)
+
+
+def slowest_best(comm, work, repeats):
+    """Every rank runs `work` at once, repeats + 1 times; the best of the slowest rank's
+    times, the first round left out (it warms up)."""
+    times = []
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        work()
+        times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    return min(times[1:])
 
 
 def prepare(algo, x, comm, args, sync, segment):
@@ -217,7 +233,7 @@ def bench_size(runs, nbytes, args, comm, device, machine):
         seconds = float(times[:, j].mean())
         algbw = count * dtype.itemsize / seconds / 1e9
         limit = bound(algo, count, dtype.itemsize, p, machine, float(codec[j]))
-        rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED else None,
+        rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED and segment else None,
                      "size_bytes": count * dtype.itemsize, "count": count,
                      "dtype": dtype.name, "ranks": p, "time_us": seconds * 1e6,
                      "median_us": float(np.median(times[:, j])) * 1e6,
@@ -243,7 +259,7 @@ def main(argv=None):
         return run(argv)
 
 
-def run(argv):
+def build_parser():
     parser = Parser(prog=f"python -m {PROG}", description=__doc__.split("\n")[0])
     parser.add_argument("--algo", default="ring,recursive-doubling,halving-doubling,ps,sharded-ps,mpi",
                         type=algorithm_names(BENCH_ALGORITHMS),
@@ -259,64 +275,81 @@ def run(argv):
                         help="pipeline segment sizes for ring, halving-doubling and sharded-ps, "
                              "e.g. 256K,1M,none (none: the textbook steps)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON (rank 0)")
-    args = parser.parse_args(argv)
+    return parser
 
-    comm = MPI.COMM_WORLD
-    algos = args.algo
+
+def sizes_and_segments(args):
+    """The --sizes and --segment lists in bytes, after checking the whole command line;
+    a UsageError (the same on every rank: all exit with code 2) if it is wrong."""
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
         segments = parse_segments(args.segment)
-        if 0 in segments:
-            raise ValueError("a --segment of 0 bytes: use none for whole messages")
     except ValueError as exc:
-        raise UsageError(str(exc)) from None     # the same on every rank: all exit with code 2
+        raise UsageError(str(exc)) from None
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be >= 1 and --warmup >= 0")
-    if args.device == "gpu":
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            raise UsageError("--device gpu needs CuPy (pip install cupy-cuda12x)") from None
-    device = mpi_impl.pick_device(args.device, comm)
+    problem = mpi_impl.missing_cupy(args.device)
+    if problem:
+        raise UsageError(problem)
+    return sizes, segments
 
+
+def run(argv):
+    args = build_parser().parse_args(argv)
+    sizes, segments = sizes_and_segments(args)
+    comm = MPI.COMM_WORLD
+    device = mpi_impl.pick_device(args.device, comm)
     rank0 = comm.Get_rank() == 0
     if rank0:
-        print(f"# mpi_impl.bench: {comm.Get_size()} ranks, device {args.device}, {args.dtype}, "
-              f"{args.iters} iterations after {args.warmup} warm-up; time = slowest rank, mean "
-              f"over iterations; algbw, busbw from the mean")
-        cma = "on" if os.environ.get(single_copy.VARIABLE, "").strip() == "1" else "off"
-        print(f"# {MPI.Get_library_version().splitlines()[0].strip()}; single-copy messages "
-              f"(CMA, mpi_impl/single_copy.py): {cma}", flush=True)
+        print_header(comm, args)
     with mpi_impl.abort_on_error(comm):
         machine = measure(comm, device, args.cuda_aware)
     if rank0:
-        rate = lambda key: "-" if machine[key] is None else f"{machine[key]:.2f}"
-        print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us (ping-pong 0<->1, 8 B), "
-              f"beta {rate('beta_gbs')} GB/s (every rank sending 64 MiB to the next at once), gamma "
-              f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
-              f"(64 MiB, all ranks at once); not in the bound: 64 MiB one way alone (ping-pong), "
-              f"{rate('one_way_gbs')} GB/s")
-        print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
-              f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
-              f"{'sent/rank(B)':>14}")
+        print_machine(machine)
     rows = []
     with mpi_impl.abort_on_error(comm):
         for nbytes in sizes:
-            for row in bench_size(variants(algos, segments), nbytes, args, comm, device, machine):
+            for row in bench_size(variants(args.algo, segments), nbytes, args, comm, device, machine):
                 rows.append(row)
                 if rank0:
-                    share = "-" if row["of_bound"] is None else f"{row['of_bound']:.2f}"
-                    print(f"{human(row['size_bytes']):>8} {row['algo']:>18} {segment_name(row):>8} "
-                          f"{row['time_us']:12.1f} {row['median_us']:12.1f} "
-                          f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
-                          f"{row['bound_us']:10.1f} {share:>9} "
-                          f"{row['sent_per_rank_bytes']:14d}", flush=True)
+                    print(row_line(row), flush=True)
     if rank0 and args.json:
         figures = {k: v for k, v in machine.items() if k.endswith(("_us", "_gbs"))}
         with open(args.json, "w") as f:
             json.dump({"ranks": comm.Get_size(), "device": args.device, "iters": args.iters,
                        "warmup": args.warmup, "machine": figures, "rows": rows}, f, indent=1)
     return 0
+
+
+def print_header(comm, args):
+    print(f"# mpi_impl.bench: {comm.Get_size()} ranks, device {args.device}, {args.dtype}, "
+          f"{args.iters} iterations after {args.warmup} warm-up; time = slowest rank, mean "
+          f"over iterations; algbw, busbw from the mean")
+    cma = "on" if os.environ.get(single_copy.VARIABLE, "").strip() == "1" else "off"
+    print(f"# {MPI.Get_library_version().splitlines()[0].strip()}; single-copy messages "
+          f"(CMA, mpi_impl/single_copy.py): {cma}", flush=True)
+
+
+def print_machine(machine):
+    """The figures the bound uses, then the table's column names."""
+    rate = lambda key: "-" if machine[key] is None else f"{machine[key]:.2f}"
+    print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us (ping-pong 0<->1, 8 B), "
+          f"beta {rate('beta_gbs')} GB/s (every rank sending 64 MiB to the next at once), gamma "
+          f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
+          f"(64 MiB, all ranks at once); not in the bound: 64 MiB one way alone (ping-pong), "
+          f"{rate('one_way_gbs')} GB/s")
+    print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
+          f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
+          f"{'sent/rank(B)':>14}")
+
+
+def row_line(row) -> str:
+    share = "-" if row["of_bound"] is None else f"{row['of_bound']:.2f}"
+    return (f"{human(row['size_bytes']):>8} {row['algo']:>18} {segment_name(row):>8} "
+            f"{row['time_us']:12.1f} {row['median_us']:12.1f} "
+            f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
+            f"{row['bound_us']:10.1f} {share:>9} "
+            f"{row['sent_per_rank_bytes']:14d}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Files: ``DIR/rank{R}.epoch{E}.npz``, rank R's state after E epochs:
   meta               epoch counter, global samples trained, the shuffling RNG's state,
                      and the settings that must not change on resume (ranks, model, ...)
 
-One checkpoint, as `mpi_impl.train` takes it after epoch E:
+One checkpoint, as `mpi_impl.train` takes it after epoch E (train_checkpoints.py):
   1. every rank checks that its state is finite; if any rank's is not, no rank saves
   2. every rank writes its file with :func:`save`: a temporary file, flushed and fsync'd,
      renamed over the final name with os.replace, then the folder fsync'd -- a crash leaves

@@ -91,9 +91,9 @@ def abort_job(comm, code=1):
     """End every process of the job with MPI Abort, after flushing this rank's output.
 
     The pause: a rank's stdout and stderr are pipes to MPICH's hydra proxy, which forwards
-    them to mpiexec.  Abort kills the job's processes, and about 1 run in 15 the rank's last
-    line (the reason for the abort) was still in the pipe and got lost; flushing only moves
-    it from Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on."""
+    them to mpiexec.  Abort kills the job's processes, and the rank's last line (the reason
+    for the abort) can still be in the pipe and get lost: flushing only moves it from
+    Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -27,7 +27,7 @@ by one rank and sent to the others, so every rank ends with the same bits.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, load, scratch
+from .device import chunk_bounds, load, scratch
 from .recursive_doubling import fold, fold_seconds, largest_power_of_two, unfold
 
 

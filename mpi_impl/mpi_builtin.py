@@ -25,7 +25,7 @@ reduce-scatter/all-gather copies the input into the output itself before it star
 from __future__ import annotations
 
 from . import halving_doubling, recursive_doubling
-from ._xp import load
+from .device import load
 from .recursive_doubling import largest_power_of_two
 
 

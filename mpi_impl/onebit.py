@@ -57,8 +57,8 @@ import time
 from dpsim.vocabulary import ONEBIT_BLOCK
 from mpi4py import MPI
 
-from . import _xp
-from ._xp import array_module, chunk_bounds, cuda_aware_from_env, is_gpu_array
+from . import wire as wire_module
+from .device import array_module, chunk_bounds, is_gpu_array
 from .errors import FLOAT_DTYPES, check_arguments
 
 
@@ -135,6 +135,20 @@ class _Plan:
         start = sum(counts[:j])
         return packed[start:start + counts[j]]
 
+    def signs_of(self, j):
+        """Stripe j's signs in this rank's wire format (what goes to its owner, or comes
+        back from it)."""
+        return self.stripe_of(self.signs_out, self.sign_counts, j)
+
+    def scales_of(self, j):
+        """Stripe j's scales in this rank's wire format."""
+        return self.stripe_of(self.scales_out, self.scale_counts, j)
+
+    @staticmethod
+    def from_rank(a, size, sender):
+        """The part of `a` (one run of `size` per rank, in rank order) that came from sender."""
+        return a[sender * size:(sender + 1) * size]
+
 
 class OneBitAllreduce:
     """Approximate all-reduce (sum) with 1-bit quantisation and error feedback.
@@ -152,7 +166,7 @@ class OneBitAllreduce:
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.error_feedback = bool(error_feedback)
         self.block = int(block)
-        self.cuda_aware = cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
+        self.cuda_aware = wire_module.cuda_aware_from_env() if cuda_aware is None else bool(cuda_aware)
         self.bytes_sent = 0
         self.codec_s = 0.0
         self.residual_resets = 0        # calls after which non-finite residuals were zeroed
@@ -191,66 +205,78 @@ class OneBitAllreduce:
             x = xp.asarray(x)
         check_arguments(x, self.comm, dtypes=FLOAT_DTYPES, device=is_gpu_array(x),
                         same={"block": self.block, "error_feedback": self.error_feedback})
-        p, rank = self.comm.Get_size(), self.comm.Get_rank()
         key = (x.size, str(x.dtype), xp.__name__)
         if key not in self._plans:
+            p, rank = self.comm.Get_size(), self.comm.Get_rank()
             self._plans[key] = _Plan(xp, x.size, x.dtype, p, rank, self.block)
         plan = self._plans[key]
-        wire = _xp.make_wire(self.comm, xp, self.cuda_aware)
-        st = plan.stripes
-        encode, decode = self._encode, self._decode
+        wire = wire_module.make_wire(self.comm, xp, self.cuda_aware)
+        self._quantise_stripes(xp, plan, x)                          # 1.
+        total = self._sum_own_stripe(xp, plan, wire)                 # 2-3.
+        signs, scales = self._quantise_sum(xp, plan, total)          # 4.
+        out = self._gather_stripes(xp, plan, wire, x, signs, scales)    # 5.
+        if self.error_feedback:
+            self._keep_residuals_finite(xp, plan)
+        self.bytes_sent += wire.bytes_sent
+        return out
 
-        signs_of = lambda j: plan.stripe_of(plan.signs_out, plan.sign_counts, j)      # stripe j's
-        scales_of = lambda j: plan.stripe_of(plan.scales_out, plan.scale_counts, j)   # wire format
-
-        # 1. worker: add the residual, quantise stripe by stripe, keep what was lost
-        w = plan.work
+    def _quantise_stripes(self, xp, plan, x):
+        """1. worker: add the residual, quantise stripe by stripe into the wire format, keep
+        what was lost as the new worker residual."""
+        st, w = plan.stripes, plan.work
         xp.add(x.reshape(-1), plan.worker_residual, out=w)
-        for j in range(p):
-            signs, scales = encode(w[st[j]:st[j + 1]])
-            signs_of(j)[...] = signs
-            scales_of(j)[...] = scales
+        for j in range(len(st) - 1):
+            signs, scales = self._encode(w[st[j]:st[j + 1]])
+            plan.signs_of(j)[...] = signs
+            plan.scales_of(j)[...] = scales
             if self.error_feedback:
-                decode(signs, scales, st[j + 1] - st[j], plan.decoded[st[j]:st[j + 1]])
+                self._decode(signs, scales, st[j + 1] - st[j], plan.decoded[st[j]:st[j + 1]])
         if self.error_feedback:
             xp.subtract(w, plan.decoded, out=plan.worker_residual)
 
-        # 2-3. all-to-all: stripe j of every rank goes to rank j.  As each copy of my stripe
-        #      lands, I decode it, and add the decoded copies up in rank order (the same
-        #      bits whatever order they arrive in), then add my server residual.
+    def _sum_own_stripe(self, xp, plan, wire):
+        """2-3. all-to-all: stripe j of every rank goes to rank j.  As each copy of my stripe
+        lands, I decode it, and add the decoded copies up in rank order (the same bits
+        whatever order they arrive in), then add my server residual.  Returns the sum."""
+        p, rank = wire.size, wire.rank
         nb, ns, own = plan.sign_counts[rank], plan.scale_counts[rank], plan.own
-        total, one = plan.owner_sum, plan.owner_decoded
-        mine = lambda a, size, sender: a[sender * size:(sender + 1) * size]
+        total, mine = plan.owner_sum, plan.from_rank
         waiting, added = [2] * p, [0]                  # messages still due per sender; senders summed
 
         def landed(sender):
             waiting[sender] -= 1
             if waiting[sender]:
                 return                                 # its signs or its scales are still due
-            decode(mine(plan.signs_in, nb, sender), mine(plan.scales_in, ns, sender), own,
-                   mine(plan.copies, own, sender))
+            self._decode(mine(plan.signs_in, nb, sender), mine(plan.scales_in, ns, sender), own,
+                         mine(plan.copies, own, sender))
             while added[0] < p and not waiting[added[0]]:
                 copy = mine(plan.copies, own, added[0])
                 xp.copyto(total, copy) if added[0] == 0 else xp.add(total, copy, out=total)
                 added[0] += 1
 
         peers = [j for j in range(p) if j != rank]
-        sends = [(signs_of(j), j) for j in peers] + [(scales_of(j), j) for j in peers]
+        sends = [(plan.signs_of(j), j) for j in peers] + [(plan.scales_of(j), j) for j in peers]
         receives = [(mine(plan.signs_in, nb, j), j) for j in peers] + \
                    [(mine(plan.scales_in, ns, j), j) for j in peers]
-        xp.copyto(mine(plan.signs_in, nb, rank), signs_of(rank))
-        xp.copyto(mine(plan.scales_in, ns, rank), scales_of(rank))
+        xp.copyto(mine(plan.signs_in, nb, rank), plan.signs_of(rank))
+        xp.copyto(mine(plan.scales_in, ns, rank), plan.scales_of(rank))
         landed(rank), landed(rank)                     # my own copy needs no message
         wire.exchange(sends, receives, lambda k: landed(receives[k][1]))
         xp.add(total, plan.server_residual, out=total)
+        return total
 
-        # 4. owner: quantise the sum again, keep what was lost
-        my_signs, my_scales = encode(total)
+    def _quantise_sum(self, xp, plan, total):
+        """4. owner: quantise the sum again, keep what was lost as the server residual."""
+        signs, scales = self._encode(total)
         if self.error_feedback:
-            decode(my_signs, my_scales, own, one)
-            xp.subtract(total, one, out=plan.server_residual)
+            self._decode(signs, scales, plan.own, plan.owner_decoded)
+            xp.subtract(total, plan.owner_decoded, out=plan.server_residual)
+        return signs, scales
 
-        # 5. all-gather the quantised stripes, decoding each in turn as it lands
+    def _gather_stripes(self, xp, plan, wire, x, my_signs, my_scales):
+        """5. all-gather the quantised stripes, decoding each in turn as it lands, into a new
+        array shaped like x."""
+        p, rank, st = wire.size, wire.rank, plan.stripes
         out = xp.empty(x.shape, x.dtype)
         flat = out.reshape(-1)
         waiting = [2] * p
@@ -258,16 +284,13 @@ class OneBitAllreduce:
         def gathered(j):
             waiting[j] -= 1
             if not waiting[j]:
-                decode(signs_of(j), scales_of(j), st[j + 1] - st[j], flat[st[j]:st[j + 1]])
+                self._decode(plan.signs_of(j), plan.scales_of(j), st[j + 1] - st[j], flat[st[j]:st[j + 1]])
 
-        decode(my_signs, my_scales, own, flat[st[rank]:st[rank + 1]])
-        receives = [(signs_of(j), j) for j in peers] + [(scales_of(j), j) for j in peers]
+        self._decode(my_signs, my_scales, plan.own, flat[st[rank]:st[rank + 1]])
+        peers = [j for j in range(p) if j != rank]
+        receives = [(plan.signs_of(j), j) for j in peers] + [(plan.scales_of(j), j) for j in peers]
         wire.exchange([(my_signs, j) for j in peers] + [(my_scales, j) for j in peers],
                       receives, lambda k: gathered(receives[k][1]))
-
-        if self.error_feedback:
-            self._keep_residuals_finite(xp, plan)
-        self.bytes_sent += wire.bytes_sent
         return out
 
     def _keep_residuals_finite(self, xp, plan):

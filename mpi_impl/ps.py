@@ -17,7 +17,7 @@ simulator's ``ps`` strategy models.)
 """
 from __future__ import annotations
 
-from ._xp import load, scratch
+from .device import load, scratch
 
 SERVER = 0
 

@@ -24,7 +24,7 @@ Works for any length and any n.  halving_doubling.py folds and unfolds the same 
 """
 from __future__ import annotations
 
-from ._xp import load, scratch
+from .device import load, scratch
 
 
 def largest_power_of_two(n: int) -> int:

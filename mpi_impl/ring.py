@@ -20,11 +20,11 @@ grows with p once m is large, but the 2 (p - 1) latencies make it slow for small
 Works for any n (chunks differ by at most one element; some are empty when n < p) and any p.
 
 Each receive-and-add goes through ``wire.sendrecv_add``, which pipelines it in segments
-(``_xp.py``): the steps above are unchanged, only each step's transfer and addition overlap.
+(pipeline.py): the steps above are unchanged, only each step's transfer and addition overlap.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, load
+from .device import chunk_bounds, load
 
 
 def allreduce(buf, wire, x=None):

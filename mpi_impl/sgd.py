@@ -90,6 +90,12 @@ def plan_buckets(layer_offsets, itemsize, bucket_mib):
     return buckets
 
 
+def residual_names(b):
+    """The names of bucket b's 1-bit error-feedback residuals in a checkpoint: (worker,
+    server), as OneBitAllreduce.residuals returns them."""
+    return f"worker_residual_{b}", f"server_residual_{b}"
+
+
 class GradientAverager:
     """grads <- (sum over ranks of grads) / N, as configured; see the module docstring.
 
@@ -204,19 +210,32 @@ class GradientAverager:
 
     # ------------------------------------------------------------------ checkpoints
     def state(self):
-        """1-bit error-feedback residuals by name, for checkpoints."""
+        """1-bit error-feedback residuals by name (residual_names), for checkpoints."""
         arrays = {}
         for b, onebit in enumerate(self.onebit or []):
             residuals = onebit.residuals(self._bucket(b))
             if residuals is not None:
-                arrays[f"worker_residual_{b}"], arrays[f"server_residual_{b}"] = residuals
+                worker, server = residual_names(b)
+                arrays[worker], arrays[server] = residuals
         return arrays
 
     def load_state(self, arrays):
         for b, onebit in enumerate(self.onebit or []):
-            if f"worker_residual_{b}" in arrays:
-                onebit.set_residuals(self._bucket(b), arrays[f"worker_residual_{b}"],
-                                     arrays[f"server_residual_{b}"])
+            worker, server = residual_names(b)
+            if worker in arrays:
+                onebit.set_residuals(self._bucket(b), arrays[worker], arrays[server])
+
+    def state_shapes(self):
+        """({name: (shape, dtype)} of every array state() can hold, [(worker, server) names
+        per bucket]).  A bucket's pair exists from its first compressed step on."""
+        shapes, pairs = {}, []
+        for b, (onebit, (lo, hi)) in enumerate(zip(self.onebit or [], self.buckets)):
+            worker, server = residual_names(b)
+            worker_size, server_size = onebit.residual_sizes(hi - lo)
+            shapes[worker] = ((worker_size,), self.grads.dtype)
+            shapes[server] = ((server_size,), self.grads.dtype)
+            pairs.append((worker, server))
+        return shapes, pairs
 
     def _bucket(self, b):
         lo, hi = self.buckets[b]

@@ -22,11 +22,11 @@ network: p (p - 1) messages are in flight at once, so every pair must be able to
 full speed (a switch), where the ring only ever talks to neighbours.
 
 Phase 1 goes through ``wire.exchange_add``, pipelined in segments like the ring's steps
-(``_xp.py``): segment s + 1 of every message travels while segment s's copies are added.
+(pipeline.py): segment s + 1 of every message travels while segment s's copies are added.
 """
 from __future__ import annotations
 
-from ._xp import chunk_bounds, load
+from .device import chunk_bounds, load
 
 
 def allreduce(buf, wire, x=None):

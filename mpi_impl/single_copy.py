@@ -11,8 +11,9 @@ block the system call outright; a message sent over CMA there would fail.
 :func:`enable` turns MPICH's CMA on (``MPIR_CVAR_CH4_CMA_ENABLE=1``) only where both are
 fine, and never against the user's own setting.  It must run before MPI is initialised
 (before the first ``from mpi4py import MPI``); ``mpi_impl/__init__.py`` and the course's
-launcher call it.  On a 2-core machine it takes a 2-rank ring all-reduce of 16 MiB from
-about 0.65 to 0.8 of its alpha-beta-gamma bound (mpi_impl/README.md, "Benchmark").
+launcher call it.  To see what it buys on your machine, compare
+``MPIR_CVAR_CH4_CMA_ENABLE=0 mpiexec -n 2 python -m mpi_impl.bench --algo ring --sizes 16M``
+with the same run without the variable (the bench's header says whether CMA is on).
 Other MPI libraries ignore the variable.
 """
 from __future__ import annotations

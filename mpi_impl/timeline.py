@@ -12,15 +12,16 @@ as far as one rank can tell them
   compression     ... the encode/decode time inside that wait (vocabulary.split_sync_wait,
                   applied step by step in mpi_impl/sgd.py's GradientAverager.finish)
   update          the optimizer step
-  straggler_wait  stays 0 here: it needs every rank's compute times, and mpi_impl/train.py
-                  moves it out of exposed_comm at the end of each epoch
+  straggler_wait  stays 0 here: it needs every rank's compute times, and
+                  mpi_impl/train_results.py moves it out of exposed_comm at the end of
+                  each epoch
 
 and WORK, amounts of work that can hide behind the loop (they are not parts of it):
   load            producing batches (reading + per-sample decode), wherever it runs
   communication   gradient all-reduce work, less the codec (may run during compute)
   codec           1-bit encode/decode work (may run during compute)
 
-The loop's time not in any part is vocabulary.OTHER, worked out in train.py.
+The loop's time not in any part is vocabulary.OTHER, worked out in train_results.py.
 
 The trace is Chrome's trace event format: {"traceEvents": [complete events]}, one process
 (pid) per rank, one thread (tid) per track; times in microseconds since the common start

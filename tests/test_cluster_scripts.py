@@ -45,7 +45,7 @@ def test_each_command_parses(script, monkeypatch, tmp_path):
     assert found
     for module, args in found:
         if module == "mpi_impl.train":
-            from mpi_impl.train import build_parser
+            from mpi_impl.train_options import build_parser
             build_parser().parse_args(args)              # argparse exits 2 on an unknown option
         elif module == "course":
             def measured(*a, **k):

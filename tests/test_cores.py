@@ -6,7 +6,7 @@ import sys
 
 from mpirun import ROOT, mpiexec
 
-PROBE = ("import sys; from mpi_impl import pick_device; from mpi_impl._xp import usable_cores; from threadpoolctl import threadpool_info; "
+PROBE = ("import sys; from mpi_impl import pick_device; from mpi_impl.device import usable_cores; from threadpoolctl import threadpool_info; "
          "pick_device('cpu', workers=int(sys.argv[1])); "
          "print('threads', max(i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'), usable_cores())")
 

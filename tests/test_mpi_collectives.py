@@ -249,7 +249,7 @@ def test_gpu_arrays_are_staged_unless_mpi_is_cuda_aware(monkeypatch):
 def test_pick_device_on_the_cpu():
     from mpi4py import MPI
     import mpi_impl
-    from mpi_impl._xp import usable_cores
+    from mpi_impl.device import usable_cores
     device = mpi_impl.pick_device("cpu", MPI.COMM_SELF)
     assert device.xp is np and device.parallel == usable_cores() >= 1
     device.wait()                                        # nothing to wait for

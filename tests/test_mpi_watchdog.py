@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mpi_impl.errors import usage_errors
-from mpi_impl.train import PROG, parse_args
+from mpi_impl.train_options import PROG, parse_args
 from mpi_impl.watchdog import Watchdog
 from mpirun import ROOT, mpiexec
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mpi_impl.errors import usage_errors
-from mpi_impl.train import PROG, parse_args
+from mpi_impl.train_options import PROG, parse_args
 
 FLAGS = ["--model", "--width", "--depth", "--dtype", "--data", "--data-dir", "--samples", "--loader-workers",
          "--prefetch", "--decode-ms", "--batch-per-rank", "--epochs", "--lr", "--momentum", "--seed", "--device",

@@ -4,7 +4,7 @@ import argparse
 import re
 from pathlib import Path
 
-from mpi_impl.train import build_parser
+from mpi_impl.train_options import build_parser
 
 README = (Path(__file__).resolve().parents[1] / "mpi_impl" / "README.md").read_text()
 

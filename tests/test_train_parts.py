@@ -151,7 +151,7 @@ def test_timeline_totals_are_the_vocabulary_s_parts_and_the_work():
 
 def test_a_rank_s_breakdown_adds_up_and_takes_the_straggler_out_of_its_wait():
     from dpsim.vocabulary import BREAKDOWN, OTHER
-    from mpi_impl.train import rank_breakdowns
+    from mpi_impl.train_results import rank_breakdowns
     from mpi_impl.timeline import PHASES
     # rank 1 computes 3 ms longer in step 0 and 1 ms longer in step 1; rank 0 waits for it
     totals = [dict.fromkeys(PHASES, 0.0) for _ in range(2)]

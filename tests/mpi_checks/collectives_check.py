@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl._xp import Wire
+from mpi_impl.wire import Wire
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()

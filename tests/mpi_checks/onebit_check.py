@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from dpsim.vocabulary import ONEBIT_BLOCK
-from mpi_impl import _xp, ring
+from mpi_impl import ring, wire as wire_module
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
@@ -120,17 +120,17 @@ with mpi_impl.abort_on_error():
     wires = []
 
     def staged_wire(comm, xp, cuda_aware=None):
-        wires.append(_xp.Wire(comm, xp, stage=True))
+        wires.append(wire_module.Wire(comm, xp, stage=True))
         return wires[-1]
 
     plain, staged = mpi_impl.OneBitAllreduce(), mpi_impl.OneBitAllreduce()
     g = grad(rank, 1001, "float32", 0)
     want = [plain(g) for _ in range(2)]
-    real_make_wire, _xp.make_wire = _xp.make_wire, staged_wire
+    real_make_wire, wire_module.make_wire = wire_module.make_wire, staged_wire
     try:
         got = [staged(g) for _ in range(2)]
     finally:
-        _xp.make_wire = real_make_wire
+        wire_module.make_wire = real_make_wire
     if any(a.tobytes() != b.tobytes() for a, b in zip(got, want)):
         failures.append("1bit through host staging differs from the direct path")
     if p > 1 and not all(w.bytes_staged > 0 for w in wires):

@@ -1,0 +1,170 @@
+"""mpi_impl.train's command line: its options, and every check that can refuse a run
+before it trains.
+
+A bad command line is one line on stderr and exit code 2 on every rank (errors.py:
+:class:`UsageError`, raised alike on every rank because every rank parses the same
+arguments).  Checked here: each option's own value (numbers are finite and in range),
+combinations (--resume needs --checkpoint, --sync nccl needs --device gpu, --device gpu
+needs CuPy), output paths that could not be written at the end, and, once the data is
+loaded (:func:`load_data`), that every rank gets at least one batch.
+"""
+import argparse
+import math
+from pathlib import Path
+
+from dpsim.vocabulary import MIB
+
+import mpi_impl
+from mpi_impl import data
+from mpi_impl.device import missing_cupy
+from mpi_impl.errors import Parser, UsageError, algorithm_name
+
+PROG = "mpi_impl.train"
+
+
+def _number(kind, low, inclusive):
+    """An argparse type: a `kind` number >= low (> low unless `inclusive`); never NaN or
+    infinite, each refused in one line."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+        if value < low or (value == low and not inclusive):
+            bound = f">= {low}" if inclusive else f"> {low}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+    return parse
+
+
+positive_int = _number(int, 0, inclusive=False)
+count = _number(int, 0, inclusive=True)
+positive_float = _number(float, 0, inclusive=False)
+nonnegative_float = _number(float, 0, inclusive=True)
+
+
+def build_parser():
+    p = Parser(prog=PROG, description="Synchronous data-parallel SGD (and 1-bit SGD) under mpiexec.",
+               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    m = p.add_argument_group("model")
+    m.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network (mpi_impl/nets.py)")
+    m.add_argument("--width", type=positive_int, default=64,
+                   help="mlp: hidden units per layer; cnn: channels of the first conv")
+    m.add_argument("--depth", type=positive_int, default=1, help="mlp: hidden layers")
+    m.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="parameters and gradients")
+    d = p.add_argument_group("data")
+    d.add_argument("--data", choices=data.SOURCES, default="synthetic", help="the training set (mpi_impl/data.py)")
+    d.add_argument("--data-dir", help="cifar10: folder with data_batch_*.bin")
+    d.add_argument("--samples", type=positive_int,
+                   help="training samples (synthetic: how many to make, default 16384; others: a cap)")
+    d.add_argument("--loader-workers", type=count, default=0,
+                   help="background loader threads; 0 loads inside the training loop")
+    d.add_argument("--prefetch", type=positive_int, default=2, help="batches queued per loader worker")
+    d.add_argument("--decode-ms", type=nonnegative_float, default=0.0,
+                   help="busy CPU work per sample, standing in for JPEG decoding")
+    t = p.add_argument_group("training")
+    t.add_argument("--batch-per-rank", type=positive_int, default=32, help="samples per rank per step")
+    t.add_argument("--epochs", type=positive_int, default=5, help="the first is not counted in the timings")
+    t.add_argument("--lr", type=positive_float, default=0.05, help="learning rate")
+    t.add_argument("--momentum", type=nonnegative_float, default=0.9, help="SGD momentum")
+    t.add_argument("--seed", type=count, default=0, help="weights, data and shuffling")
+    t.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: CuPy, a GPU per local rank")
+    t.add_argument("--stall-timeout", type=nonnegative_float, default=120.0, metavar="SECONDS",
+                   help="end the whole job if a rank makes no progress for this long (some rank "
+                        "stalled or dead: the others would wait in the all-reduce forever); 0 = never")
+    s = p.add_argument_group("gradient synchronisation")
+    s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, type=algorithm_name(mpi_impl.ALGORITHMS),
+                   default="ring", help="the all-reduce algorithm (mpi_impl/README.md)")
+    s.add_argument("--compress", choices=("none", "1bit"), default="none", help="1bit: 1-bit SGD with error feedback")
+    s.add_argument("--no-error-feedback", action="store_true",
+                   help="1bit: drop the quantisation error instead of carrying it to the next step")
+    s.add_argument("--warmup-samples", type=count, default=0,
+                   help="1bit: full-precision sync until this many samples are trained globally (CNTK's -a)")
+    s.add_argument("--overlap", action="store_true",
+                   help="all-reduce gradient buckets while backward still runs: MPI's "
+                        "Iallreduce for --sync mpi on the CPU, a communication thread running "
+                        "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
+    s.add_argument("--bucket-mib", type=nonnegative_float, default=25.0,
+                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket")
+    s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
+                   why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
+    o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
+    o.add_argument("--checkpoint", metavar="DIR",
+                   help="save a checkpoint here after every epoch (two generations per rank; "
+                        "a run stops, exit 1, rather than save NaN or inf weights)")
+    o.add_argument("--resume", action="store_true",
+                   help="continue from the newest epoch that every rank has in --checkpoint DIR")
+    return p
+
+
+class Renamed(argparse.Action):
+    """An option that has a new name: using it is a one-line usage error naming the new one."""
+
+    def __init__(self, option_strings, dest, new, why, **kwargs):
+        super().__init__(option_strings, argparse.SUPPRESS, nargs="?", default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS)
+        self.new, self.why = new, why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise UsageError(f"{option_string} is now {self.new}: {self.why}")
+
+
+def parse_args(argv, size):
+    """Parse and check everything that can be checked without data or other ranks."""
+    args = build_parser().parse_args(argv)
+    if args.resume and not args.checkpoint:
+        raise UsageError("--resume needs --checkpoint DIR")
+    check_output_paths(args)
+    if args.sync == "nccl" and args.device != "gpu":
+        cpu = ", ".join(a for a in mpi_impl.ALGORITHMS if a != "nccl")
+        raise UsageError(f"--sync nccl runs on NVIDIA GPUs: add --device gpu, or pick --sync from {cpu}")
+    problem = missing_cupy(args.device)
+    if problem:
+        raise UsageError(problem)
+    return args
+
+
+def check_output_paths(args):
+    """Refuse, before any training, output paths that could not be written at the end:
+    --json and --trace must name a file, not a directory, in a directory that exists;
+    --checkpoint must not be a file.  (dpsim.errors.check_output_path is the simulator's
+    twin; mpi_impl imports nothing of dpsim but its vocabulary.)"""
+    for option in ("json", "trace"):
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if "\x00" in value:
+            raise UsageError(f"--{option}: {value!r} contains a NUL byte; no file can have that name")
+        path = Path(value)
+        if path.is_dir():
+            raise UsageError(f"--{option}: {value!r} is a directory; give a file name")
+        if not path.parent.is_dir():
+            raise UsageError(f"--{option}: no directory to write {value!r} into")
+    if args.checkpoint and "\x00" in args.checkpoint:
+        raise UsageError(f"--checkpoint {args.checkpoint!r} contains a NUL byte")
+    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
+        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a directory")
+
+
+def load_data(args, size):
+    """(train, test) data sets, after checking that every rank gets at least one batch."""
+    try:
+        train_set, test_set = data.load(args.data, samples=args.samples, data_dir=args.data_dir,
+                                        seed=args.seed)
+    except data.DataError as error:
+        raise UsageError(str(error)) from None
+    n = len(train_set)
+    if size > n:
+        raise UsageError(f"{size} ranks but --data {args.data} has only {n} training samples; "
+                         f"use at most {n} ranks")
+    per_rank = n // size
+    if args.batch_per_rank > per_rank:
+        raise UsageError(f"--batch-per-rank {args.batch_per_rank} is larger than each rank's shard "
+                         f"({n} training samples / {size} ranks = {per_rank}); use at most {per_rank}")
+    if args.model == "cnn" and (train_set.shape[1] % 4 or train_set.shape[2] % 4):
+        raise UsageError(f"--model cnn needs image sides divisible by 4, got {train_set.shape}")
+    return train_set, test_set
