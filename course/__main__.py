@@ -128,10 +128,9 @@ def main(argv=None):
     if problem:
         p.error(problem)
     if args.device == "gpu":
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            p.error("--device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)")
+        from mpi_impl.device import missing_cupy
+        if missing_cupy(args.device):
+            p.error(missing_cupy(args.device))
     if args.command == "calibrate":
         return calibrate(args)
     return compare(args)

@@ -139,31 +139,39 @@ PASS_RESULT = ("depends on the student's own comparison: pass it, worked(6, 'com
                "compare.json into the folder it prints on its first line)")
 
 
+RUBRICS = (
+    ("within 0.5 points of the unrounded figure, with the sign right and the formula shown",
+     "the right magnitude with the wrong sign, or divided by the prediction",
+     "a fraction for a percentage, or another row's times"),
+    ("within 2%, from the two measured samples/s",
+     "the efficiency (speed-up / ranks) or the predicted speed-up, with the method right",
+     "a ratio of iteration times the other way round, or no measured figure"),
+    ("the phase with the largest |predicted - measured|, with the two bars' milliseconds quoted",
+     "the second-largest gap when the two are within the runs' spread, with that said",
+     "a phase named without comparing the bars"))
+
+
+def _worked_method():
+    """The method of each exercise, for a teacher without a comparison at hand."""
+    from . import Worked
+    method = (
+        ("error of '2 ranks ring' (%)", "100 x (predicted - measured) / measured, from the row's "
+         "predicted_iteration_s and measured_iteration_s"),
+        ("measured speed-up of 2 ranks over 1", "measured_samples_per_s of '2 ranks ring' over that of "
+         "'1 rank'"),
+        ("the phase of '2 ranks 1bit' furthest off", "the phase with the largest |predicted_phases_s - "
+         "measured_phases_s| of that row"))
+    return [Worked(k, title, None, PASS_RESULT, (how,), rubric=r)
+            for k, ((title, how), r) in enumerate(zip(method, RUBRICS), start=1)]
+
+
 def worked_solutions(result=None):
     """The three exercises worked on this comparison (`result`: the dict or the path of
     compare.json), every figure taken from its rows; without it, the method
     (course.check.worked(6) prints them)."""
     from . import Worked
-    rubrics = (
-        ("within 0.5 points of the unrounded figure, with the sign right and the formula shown",
-         "the right magnitude with the wrong sign, or divided by the prediction",
-         "a fraction for a percentage, or another row's times"),
-        ("within 2%, from the two measured samples/s",
-         "the efficiency (speed-up / ranks) or the predicted speed-up, with the method right",
-         "a ratio of iteration times the other way round, or no measured figure"),
-        ("the phase with the largest |predicted - measured|, with the two bars' milliseconds quoted",
-         "the second-largest gap when the two are within the runs' spread, with that said",
-         "a phase named without comparing the bars"))
     if result is None:
-        method = (
-            ("error of '2 ranks ring' (%)", "100 x (predicted - measured) / measured, from the row's "
-             "predicted_iteration_s and measured_iteration_s"),
-            ("measured speed-up of 2 ranks over 1", "measured_samples_per_s of '2 ranks ring' over that of "
-             "'1 rank'"),
-            ("the phase of '2 ranks 1bit' furthest off", "the phase with the largest |predicted_phases_s - "
-             "measured_phases_s| of that row"))
-        return [Worked(k, title, None, PASS_RESULT, (how,), rubric=r)
-                for k, ((title, how), r) in enumerate(zip(method, rubrics), start=1)]
+        return _worked_method()
     row, one = _row(result, EX1_ROW), _row(result, (1, "ring", "none"))
     pred, meas = row["predicted_iteration_s"], row["measured_iteration_s"]
     e = solution1(result)
@@ -175,7 +183,7 @@ def worked_solutions(result=None):
         wrong=((round(-e, 2), "the sign flipped: measured minus predicted"),
                (round(e / 100, 4), "a fraction, not percent"),
                (round(100 * (pred - meas) / pred, 2), "divided by the prediction instead of the measurement")),
-        rubric=rubrics[0], abs_tol=0.5, tol_unit="percentage points")
+        rubric=RUBRICS[0], abs_tol=0.5, tol_unit="percentage points")
     s = solution2(result)
     two_row = _row(result, EX2_ROW)
     second = Worked(
@@ -189,7 +197,7 @@ def worked_solutions(result=None):
              "dpsim's predicted speed-up, not the measured one")
             if "predicted_samples_per_s" in one and "predicted_samples_per_s" in two_row else None,
             (round(s / EX2_ROW[0], 3), "the scaling efficiency (speed-up / ranks)")) if w),
-        rubric=rubrics[1], rel=0.02)
+        rubric=RUBRICS[1], rel=0.02)
     row3 = _row(result, EX3_ROW)
     p3, m3 = row3["predicted_phases_s"], row3["measured_phases_s"]
     gaps = {p: abs(p3.get(p, 0.0) - m3.get(p, 0.0)) for p in PHASES if p in p3 or p in m3}
@@ -205,5 +213,5 @@ def worked_solutions(result=None):
             "decode as compression, the waits between them as exposed_comm"),
         wrong=tuple((p, "the next-largest gap: compare the milliseconds, not the bars' shapes")
                     for p in ranked[1:2]),
-        rubric=rubrics[2])
+        rubric=RUBRICS[2])
     return [first, second, third]
