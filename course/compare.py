@@ -35,7 +35,8 @@ import tomllib
 from pathlib import Path
 
 from course import fit, launch
-from dpsim.vocabulary import ALGORITHMS, BREAKDOWN, MIB, OTHER, SEGMENT_BYTES
+from dpsim.vocabulary import (ALGORITHMS, BREAKDOWN, MIB, ONEBIT_EXCHANGE_STEPS, ONEBIT_OWN_EXCHANGE, OTHER,
+                              SEGMENT_BYTES)
 
 # The algorithms both halves have: dpsim does not simulate nccl, mpi_impl does not run
 # hierarchical or dataparallel (dpsim.vocabulary.ALGORITHMS says which half has what).
@@ -116,7 +117,7 @@ def moved_part(probe, pred_phases):
 
 # ------------------------------------------------------------------ the comparison
 
-ONEBIT_NOTE = ("1bit: mpi_impl's 1-bit SGD has its own exchange (all-to-all, then all-gather) "
+ONEBIT_NOTE = (f"1bit: mpi_impl's {ONEBIT_OWN_EXCHANGE} ({ONEBIT_EXCHANGE_STEPS}) "
                "whatever --sync says, and so does dpsim's: one run per rank count, not one per sync")
 
 

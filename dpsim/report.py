@@ -7,7 +7,7 @@ def describe(sc) -> str:
     gpu = c.gpu if isinstance(c.gpu, str) else sc.gpu_spec().name
     where = f"{c.nodes} nodes x {c.gpus_per_node}" if c.nodes > 1 else f"{c.gpus_per_node}"
     sync = s.strategy + (f" on {s.ps_location}" if s.strategy == "ps" else "")
-    if s.compression != "none" and sc.gpus > 1:         # strategies.onebit.OWN_EXCHANGE
+    if s.compression != "none" and sc.gpus > 1:         # vocabulary.ONEBIT_OWN_EXCHANGE
         sync = "1-bit SGD (its own exchange)" if s.compression == "1bit" else f"{sync}, {s.compression}"
     return (f"{sc.name}: {where} x {gpu}, {sc.model.preset}, batch {sc.training.batch_per_gpu} per GPU, "
             f"sync {sync}, overlap {'on' if s.overlap else 'off'}")

@@ -68,13 +68,21 @@ def split_sync_wait(wait_s: float, codec_s: float) -> tuple[float, float]:
     return wait_s - compression, compression
 
 
+# ------------------------------------------------------------------ 1-bit SGD's exchange
+# Both halves run CNTK's exchange for 1-bit SGD (quantise, all-to-all of stripes, decode and sum,
+# re-quantise, all-gather, decode), whatever sync.strategy / --sync names: notes and tables say so
+# in these words.
+ONEBIT_OWN_EXCHANGE = "1-bit SGD has its own exchange"
+ONEBIT_EXCHANGE_STEPS = "all-to-all, then all-gather"
+
 # ------------------------------------------------------------------ 1-bit SGD's wire format
 # One sign bit per value, plus one FP32 scale per block of ONEBIT_BLOCK values (Seide et al.,
 # Interspeech 2014, keep a scale per column; a fixed block is the common choice for flat buffers).
 ONEBIT_BLOCK = 256
 
 # Pipeline segment of the receive-and-add steps (ring, halving-doubling, sharded-ps):
-# mpi_impl's default (mpi_impl/_xp.py: 256 KiB to 4 MiB did equally well on a 2-core machine,
-# 64 KiB paid for its messages), and what course calibrate writes as sync.segment_mib so that
-# dpsim models the steps mpi_impl runs.  dpsim's own default stays 0, the textbook step.
+# mpi_impl's default (mpi_impl/wire.py; `mpiexec -n 2 python -m mpi_impl.bench --segment
+# 64K,256K,1M,4M` compares sizes), and what course.compare.scenario_for writes as
+# sync.segment_mib so that dpsim models the steps mpi_impl runs. A segment of 0 is the
+# textbook step (the whole message, then the whole addition) in both halves: dpsim's default.
 SEGMENT_BYTES = MIB

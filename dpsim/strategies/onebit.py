@@ -28,11 +28,11 @@ wins only where beta is large next to 1/memory bandwidth, i.e. on a slow network
 """
 
 from ..symmetry import AllPairs
-from ..vocabulary import ONEBIT_BLOCK
+from ..vocabulary import ONEBIT_BLOCK, ONEBIT_OWN_EXCHANGE
 
 # 1-bit replaces the all-reduce (strategies.allreduce_for), so sync.strategy does not change it:
 # the one sentence dpsim prints where results coincide for that reason.
-OWN_EXCHANGE = "1-bit SGD has its own exchange, whatever sync.strategy says"
+OWN_EXCHANGE = f"{ONEBIT_OWN_EXCHANGE}, whatever sync.strategy says"
 
 BYTES_PER_VALUE = 1 / 8 + 4 / ONEBIT_BLOCK      # a sign bit per value, an FP32 scale per block
 
