@@ -53,11 +53,12 @@ def run_banner(args, net, averager, size, train_samples, test_samples, steps):
 
 
 def epoch_line(e):
-    """CNTK-style summary of one epoch."""
+    """CNTK-style summary of one epoch; CNTK's "metric" is the error rate, named so here (the
+    JSON carries the accuracy, 1 - error, as a fraction)."""
     return (f"Finished Epoch [{e['epoch']} of {e['epochs']}]: loss = {e['train_loss']:.4f} * "
-            f"{e['samples']}, metric = {100 * (1 - e['train_accuracy']):.2f}% * {e['samples']}, "
+            f"{e['samples']}, error = {100 * (1 - e['train_accuracy']):.2f}% * {e['samples']}, "
             f"{e['time_s']:.2f}s ({e['samples_per_s']:.1f} samples per second); "
-            f"test metric = {100 * (1 - e['test_accuracy']):.2f}% * {e['test_samples']}")
+            f"test error = {100 * (1 - e['test_accuracy']):.2f}% * {e['test_samples']}")
 
 
 # ----------------------------------------------------------------------------- progress bar

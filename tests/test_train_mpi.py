@@ -5,6 +5,7 @@ Each job is small (the digits data, a 64-unit MLP): these tests run on a 2-core 
 with 4 ranks oversubscribed. Results are compared through the --json output.
 """
 import json
+import re
 import time
 
 import numpy as np
@@ -44,6 +45,9 @@ def test_sgd_and_1bit_sgd_on_digits(train):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("Finished Epoch")]
     assert len(lines) == 15 and lines[0].startswith("Finished Epoch [1 of 15]: loss = ")
     assert "samples per second" in lines[-1]
+    # the printed words say what the figures are: the error rate, 1 - the JSON's accuracy
+    test_error = float(re.search(r"test error = ([\d.]+)% \*", lines[-1]).group(1))
+    assert test_error == pytest.approx(100 * (1 - sync["final_test_accuracy"]), abs=0.006)
 
 
 TRAJECTORY = [*DIGITS, "--samples", "640", "--epochs", "2", "--dtype", "float64"]
