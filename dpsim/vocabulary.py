@@ -24,6 +24,28 @@ ALGORITHMS = {
     "nccl": "NCCL's all-reduce, run by the GPUs",
 }
 
+# Sharded data parallelism: strategies in both halves (dpsim's sync.strategy, mpi_impl.train's
+# --sync), each built on reduce-scatter and all-gather (Rajbhandari et al., "ZeRO", SC 2020;
+# Zhao et al., "PyTorch FSDP", VLDB 2023).
+SHARDED = {
+    "zero1": "ZeRO stage 1: optimizer state sharded; reduce-scatter gradients, update one shard, "
+             "all-gather parameters",
+    "zero2": "ZeRO stage 2: gradients sharded too (each rank keeps only its shard of the reduced gradient)",
+    "zero3": "ZeRO stage 3 / FSDP: parameters sharded too; gathered layer by layer in forward and "
+             "again in backward, freed after use",
+}
+
+# Gradient compression: dpsim's sync.compression, mpi_impl.train's --compress.
+COMPRESSIONS = {
+    "none": "full-precision gradients",
+    "1bit": "1-bit SGD with error feedback (Seide et al., Interspeech 2014), its own exchange",
+    "fp16": "gradients sent as 16-bit floats",
+    "powersgd": "PowerSGD (Vogels et al., NeurIPS 2019): rank-r factors P and Q of each matrix "
+                "all-reduced, with error feedback (sync.powersgd_rank, --powersgd-rank)",
+    "topk": "top-k sparsification: the k largest-magnitude values and their indices all-gathered, "
+            "with error feedback (sync.topk_ratio, --topk-ratio)",
+}
+
 # Names that meant something else before, and the one-line hint a user gets for them.
 RENAMED = {
     "tree": "'tree' is gone, since neither algorithm it named is a tree: dpsim's 'tree' is now "
