@@ -88,8 +88,10 @@ def test_lecture2_the_d2l_figures_transfers_only():
     ms = {k: dpsim.simulate("d2l-ps-vs-ring", {**IDEALISED, **o}).sync_time_s * 1e3 for k, o in STRATEGIES.items()}
     shipped = {k: dpsim.simulate("d2l-ps-vs-ring", {**FAST, "sync.bucket_mib": 0, **o}).sync_time_s
                for k, o in STRATEGIES.items()}
-    m, B, n = 160, 16, 4
-    assert (2 * (n - 1) * m / B, 2 * n * m / B, 2 * 3 / 4 * m / B) == pytest.approx((ms["gpu0"], ms["cpu"], ms["sharded"]))
+    sc = dpsim.load_scenario("d2l-ps-vs-ring")                    # the machine d2l.ai counts on
+    m, B, n = 4 * sc.model_spec().params // 10**6, round(sc.cluster.intra["bandwidth_gbs"]), sc.cluster.gpus_per_node
+    assert (2 * (n - 1) * m / B, 2 * n * m / B, 2 * (n - 1) / n * m / B) == \
+        pytest.approx((ms["gpu0"], ms["cpu"], ms["sharded"]))       # the text's closed forms, in ms
     assert f"{ms['ring']:.0f}" == f"{ms['hd']:.0f}" == f"{ms['sharded']:.0f}"
     says(lecture(2),
          f"$2 \\cdot {n - 1} \\cdot {m}\\,\\text{{MB}}/{B}\\,\\text{{GB/s}}$ = {ms['gpu0']:.0f} ms on GPU 0",
@@ -112,7 +114,8 @@ def test_lecture2_the_machines_givens():
     says(lecture(2), f"as shipped: {hop_us:g} µs per PCIe hop, V100 memory for GPU additions, "
                      f"{sc.cluster.host_mem_bw_gbs:g} GB/s host memory",
          f"$\\alpha$ = {2 * hop_us:g} µs; V100 memory ({v100.mem_bw_gbs:g} GB/s) for $\\gamma$, "
-         f"{sc.cluster.host_mem_bw_gbs:g} GB/s host memory", f"near $2m/B$ = {2 * 160e6 / 16e9 * 1e3:.0f} ms")
+         f"{sc.cluster.host_mem_bw_gbs:g} GB/s host memory",
+         f"near $2m/B$ = {2 * 4 * sc.model_spec().params / (sc.cluster.intra['bandwidth_gbs'] * 1e9) * 1e3:.0f} ms")
     assert sc.cluster.gpu == "v100"
 
 
@@ -143,7 +146,8 @@ def test_lecture3_link_presets_and_efficiencies():
          f"({L['nvlink1'].bandwidth_gbs / L['nvlink1'].links:g} for NVLink 1)",
          f"PCIe copies reach about {E['pcie']:g} of the line rate", f"NVLink about {E['nvlink']:g} as NCCL",
          f"InfiniBand {E['infiniband']:g}, TCP over Ethernet at most {E['ethernet']:g} (headers in every 1,538 bytes",
-         f"about {E['pcie']:g} of it for PCIe and NVLink, {E['infiniband']:g} for InfiniBand, at most {E['ethernet']:g} for TCP",
+         f"about {E['pcie']:g} of it for PCIe and NVLink, {E['infiniband']:g} for InfiniBand, "
+         f"at most {E['ethernet']:g} for TCP",
          f"PCIe ({min(pcie):.0f}-{max(pcie):.0f} GB/s", f"{min(nics):g}-{max(nics):g} GB/s per NIC",
          "Between the slowest network and NVSwitch lie more than three orders of magnitude")
     assert "1538" in hardware.EFFICIENCY["ethernet"][1] and E["nvlink"] == E["pcie"]
@@ -152,8 +156,9 @@ def test_lecture3_link_presets_and_efficiencies():
     assert all(x.latency_us == 1 for x in L.values() if x.kind in ("roce", "infiniband"))      # "about 1 µs"
 
 
-ONE_NODE = {"cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "a100", "gpus_per_pcie_switch": 2},
-            "model": {"preset": "resnet50"}, "sync": {"strategy": "ring", "bucket_mib": 0}, "training": {"iterations": 1, "warmup_iterations": 0}}
+ONE_NODE = {"cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "a100", "gpus_per_pcie_switch": 2},    # lecture 03's
+            "model": {"preset": "resnet50"}, "sync": {"strategy": "ring", "bucket_mib": 0},
+            "training": {"iterations": 1, "warmup_iterations": 0}}
 
 
 def test_lecture3_one_node():
@@ -327,7 +332,8 @@ def test_lecture5_story4():
     from course.check import lecture5 as c
     says(lecture(5), f"but batch {c.EX1_OVERRIDES['training.batch_per_gpu']} per GPU "
                      f"(`\"training.batch_per_gpu\": {c.EX1_OVERRIDES['training.batch_per_gpu']}`)",
-         f"with only {c.EX2_OVERRIDES['cluster.cpu_cores']} cores (`\"cluster.cpu_cores\": {c.EX2_OVERRIDES['cluster.cpu_cores']}`)")
+         f"with only {c.EX2_OVERRIDES['cluster.cpu_cores']} cores "
+         f"(`\"cluster.cpu_cores\": {c.EX2_OVERRIDES['cluster.cpu_cores']}`)")
     says(lecture(5, "code"), '"cluster.cpu_cores": 4}, trace=True', "0.99 * t1 / b1", "1.1 * t1 / b1")
 
 

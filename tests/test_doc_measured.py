@@ -73,7 +73,8 @@ MEASURED = [
 ]
 
 
-@pytest.mark.parametrize("name, anchor, figures, commands, machine", MEASURED, ids=[m[0] + ": " + m[1][:24] for m in MEASURED])
+@pytest.mark.parametrize("name, anchor, figures, commands, machine", MEASURED,
+                         ids=[m[0] + ": " + m[1][:24] for m in MEASURED])
 def test_a_measured_figure_sits_beside_its_command_and_machine(name, anchor, figures, commands, machine):
     text = passage(name, anchor)
     for needed in figures + commands + [machine]:
@@ -82,11 +83,12 @@ def test_a_measured_figure_sits_beside_its_command_and_machine(name, anchor, fig
 
 # ---------------------------------------------------------------- measured tables that derive figures
 
-def derived(value, *inputs, places=2):
-    """`value` computed from `inputs` printed to `places` decimals: pytest.approx within what
-    that rounding of the inputs and of the printed result allows."""
-    half = 0.5 * 10 ** -places
-    return pytest.approx(value, abs=abs(value) * sum(half / x for x in inputs) + half)
+def derived(value, *inputs, ratio=None, places=2):
+    """pytest.approx of `value`, computed from `inputs` that the doc prints to 2 decimals, as the doc
+    prints it to `places` decimals: within what those roundings allow. `ratio`: the product or
+    quotient of the inputs, where `value` is that ratio less 1 (an error)."""
+    scale = value if ratio is None else ratio
+    return pytest.approx(value, abs=abs(scale) * sum(0.005 / x for x in inputs) + 0.5 * 10 ** -places)
 
 
 def compare1_rows():
@@ -104,11 +106,10 @@ def test_compare1_derived_columns_follow_from_its_times():
     assert len(rows) == 22
     one = rows[0][1]                                                     # 1 rank, predicted
     for name, pred, meas, err, sp_pred, sp_meas, sp_err in rows:
-        assert err == pytest.approx(100 * (pred / meas - 1), abs=100 * pred / meas * (0.005 / pred + 0.005 / meas) + 0.05), name
+        assert err / 100 == derived(pred / meas - 1, pred, meas, ratio=pred / meas, places=3), name
         assert sp_pred == derived(int(name.split()[0]) * one / pred, one, pred), name
         if sp_err is not None:
-            assert sp_err == pytest.approx(100 * (sp_pred / sp_meas - 1),
-                                           abs=100 * sp_pred / sp_meas * (0.005 / sp_pred + 0.005 / sp_meas) + 0.05), name
+            assert sp_err / 100 == derived(sp_pred / sp_meas - 1, sp_pred, sp_meas, ratio=sp_pred / sp_meas, places=3), name
 
 
 def test_compare1_summary_row_is_its_table():
