@@ -26,13 +26,17 @@ def test_lecture6_what_it_runs():
 
 
 def lecture6_training_runs():
-    """mpi_impl.train runs lecture 06 starts: its own, and compare's (configurations x repeats)."""
+    """The mpi_impl.train runs lecture 06 starts: its own loops', and compare's (configurations x --repeats)."""
+    from course.__main__ import parser
     from course.compare import configurations
     code = lecture(6, "code")
-    own = code.count('run(*train, "--json"') * len((1, 2)) + code.count("run(mpiexec, \"-n\", n, *train[3:]") * len((3, 4))
-    assert 'for attempt in (1, 2):' in code and "for n in (3, 4):" in code
-    assert '"--ranks", "1,2", "--sync", "ring", "--compress", "none,1bit"' in code
-    return own + len(configurations([1, 2], ["ring"], ["none", "1bit"])) * 3
+    loops = [re.search(pattern, code)[1].split(",") for pattern in
+             (r"for attempt in \(([\d, ]+)\): run\(\*train", r"for n in \(([\d, ]+)\): run\(mpiexec")]
+    ranks, syncs, compress = re.search(r'"compare", .*?"--ranks", "([\d,]+)", "--sync", "([\w,-]+)", '
+                                       r'"--compress", "([\w,]+)"', code).groups()
+    assert "--repeats" not in code
+    runs = configurations([int(r) for r in ranks.split(",")], syncs.split(","), compress.split(","))
+    return sum(map(len, loops)) + len(runs) * parser().parse_args(["compare"]).repeats
 
 
 # ---------------------------------------------------------------- course/TEACHING.md, course/README.md
