@@ -10,7 +10,7 @@ import math
 import pytest
 
 import dpsim
-from dpsim import analytic, hardware, nvlink
+from dpsim import analytic, hardware, nvlink, workload
 
 from doc_text import WORDS, flat, lecture, says
 
@@ -55,6 +55,8 @@ def test_lecture1_the_second_node_and_the_small_batch(d2l_ring):
                      f"about {runs[16][4].sync_time_s * 1e3:.0f} ms")
     assert all(r[4].scaling_efficiency > 0.95 for r in runs.values())
     says(lecture(1), "at most the backward two thirds of $t_1$")
+    w = workload.build(base)
+    assert base.compute.overhead_ms == 0 and w.backward_s / (w.forward_s + w.backward_s) == pytest.approx(2 / 3)
 
 
 def test_lecture1_exercises_state_the_checkers_constants():

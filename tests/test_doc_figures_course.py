@@ -1,8 +1,13 @@
-"""The figures lecture 06, course/README.md, course/TEACHING.md and mpi_impl/README.md state that
-the code computes (a default, a threshold, a count, a constant, a package's version), computed
-again (issue 31). Their measured and quoted figures: test_doc_measured.py."""
+"""The figures lecture 06, course/README.md, course/TEACHING.md, mpi_impl/README.md and README.md's
+"What the simulator assumes" state that the code computes (a default, a threshold, a count, a
+constant, a package's version), computed again (issue 31). Their measured and quoted figures:
+test_doc_measured.py; README.md's stories, verdict and printouts: test_readme_figures.py."""
 
 import re
+
+import pytest
+
+import dpsim
 
 from doc_text import ROOT, WORDS, flat, lecture, says
 
@@ -95,3 +100,22 @@ def test_mpi_impl_readme_constants():
          f"2(p-1)/p m (1/32 + 1/{ONEBIT_BLOCK}) beta")
     assert [mpi_builtin.choice(count, size, 4) for count, size in ((2, 4), (3, 8), (4, 4))] == \
         ["recursive-doubling", "recursive-doubling", "halving-doubling"]     # 8 bytes; count < q; neither
+
+
+# ---------------------------------------------------------------- README.md, beyond test_readme_figures
+
+def test_readme_assumptions_and_limits():
+    from dpsim import limits, workload
+    from dpsim.compute import UPDATE_BYTES_PER_PARAM
+    from dpsim.hardware import EFFICIENCY
+    from dpsim.strategies.onebit import BYTES_PER_VALUE
+    readme = flat((ROOT / "README.md").read_text())
+    e = {kind: f"{value:g}" for kind, (value, _) in EFFICIENCY.items()}
+    says(readme, f"The update is memory-bound: {UPDATE_BYTES_PER_PARAM} bytes per parameter",
+         f"(PCIe {e['pcie']}, NVLink {e['nvlink']}, InfiniBand {e['infiniband']}, RoCE {e['roce']}, TCP {e['ethernet']})",
+         f"with {BYTES_PER_VALUE / 4:.3f} of FP32's bytes", "Backward is two thirds of the compute",
+         f"at most {limits.GPUS:,} GPUs, {limits.GPUS_PER_NODE:,} per node, {limits.LAYERS:,} layers and iterations, "
+         f"{limits.TRACE_SPANS:,} trace spans")
+    assert limits.ITERATIONS == limits.LAYERS and e["nvswitch"] == e["nvlink"]
+    w = workload.build(dpsim.load_scenario("cntk-1bit-k80", {"compute.overhead_ms": 0}))
+    assert w.backward_s / (w.forward_s + w.backward_s) == pytest.approx(2 / 3)
