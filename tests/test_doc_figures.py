@@ -38,6 +38,8 @@ def test_lecture1_the_machine_is_the_scenarios(d2l_ring):
          f"($e_{{\\max}}$ = {base.compute.efficiency:g}, $b_{{1/2}}$ = {base.compute.half_batch:g})",
          f"The gradients go in **buckets** ({base.sync.bucket_mib:g} MiB here")
     assert base.cluster.inter == "10gbe"
+    says(lecture(1, "code"), 'base = dpsim.load_scenario("d2l-ps-vs-ring", {**FAST, "sync.strategy": "ring"})',
+         'res = dpsim.simulate(base, {"cluster.nodes": 2})')
 
 
 def test_lecture1_the_second_node_and_the_small_batch(d2l_ring):
@@ -102,6 +104,9 @@ def test_lecture2_the_d2l_figures_transfers_only():
          f"Recursive doubling takes $\\log_2 4 = 2$ steps of the full {m} MB: {ms['rd']:.0f} ms",
          "With additions counted, the CPU server pays most")
     assert max(shipped, key=shipped.get) == "cpu"
+    says(lecture(2, "code"), '"cluster.gpu": {"fp32_tflops": 15.7, "mem_bw_gbs": 1e9}, "cluster.host_mem_bw_gbs": 1e9',
+         '"cluster.intra": {"bandwidth_gbs": 16.0, "latency_us": 0.0}',                 # IDEALISED, as the lecture has it
+         '"cluster.host_link": {"bandwidth_gbs": 16.0, "latency_us": 0.0}}', 'shipped = {**FAST, "sync.bucket_mib": 0}')
 
 
 def test_lecture2_gpu0_server_sends_the_rings_bytes_on_average():
@@ -161,6 +166,16 @@ def test_lecture3_link_presets_and_efficiencies():
 ONE_NODE = {"cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "a100", "gpus_per_pcie_switch": 2},    # lecture 03's
             "model": {"preset": "resnet50"}, "sync": {"strategy": "ring", "bucket_mib": 0},
             "training": {"iterations": 1, "warmup_iterations": 0}}
+
+
+def test_lecture3_scenarios_are_the_lectures():
+    """ONE_NODE and MANY above, as lecture 03's cells write them."""
+    says(lecture(3, "code"), 'one_node = {"name": "one-node", "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": "a100", '
+                             '"gpus_per_pcie_switch": 2}, "model": {"preset": "resnet50"}, "sync": {"strategy": "ring", '
+                             '"bucket_mib": 0}', 'g, nodes_list = 8,', 'net = hardware.LINKS["25gbe"]',
+         '"cluster": {"nodes": 1, "gpus_per_node": g, "gpu": "a100", "intra": "nvswitch", "host_link": "pcie4", '
+         '"gpus_per_pcie_switch": 2, "inter": net.name}', '"sync": {"bucket_mib": 0}',
+         'four = {**many, "cluster": {**many["cluster"], "nodes": 4}, "model": {"preset": "resnet50"}}')
 
 
 def test_lecture3_one_node():
@@ -291,6 +306,8 @@ def test_lecture4_where_one_bit_wins():
     run = lambda net: dpsim.simulate("onebit-wins-ethernet", {"cluster.inter": net, "training.iterations": 2,
                                                                "training.warmup_iterations": 1})
     ten, hundred = run("10gbe"), run("100gbe")
+    says(lecture(4, "code"), 'dpsim.simulate("onebit-wins-ethernet", {"cluster.inter": s, "training.iterations": 2, '
+                             '"training.warmup_iterations": 1})')
     gain = lambda r: r.uncompressed.iteration_time_s / r.iteration_time_s
     params = dpsim.load_scenario(c.EX1_SCENARIO).model_spec().params
     says(lecture(4), f"(AlexNet over 10 GbE: about {gain(ten):.0f}x in section 3)",
