@@ -71,7 +71,8 @@ def wrap(allreduce, rank, buckets):
                              2 * sum(n * r * r for n, _, r in kept))
         yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1])
         yield from allreduce(machine, ranks, 4 * sum(m * r for _, m, r in kept))
-        yield machine.kernel(ranks, "powersgd-decompress", product[0] + 12 * values, product[2] + 1, product[1])
+        yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1])
+        yield machine.kernel(ranks, "powersgd-new-error", 12 * values)
     return compressed_allreduce
 
 
