@@ -43,6 +43,26 @@ def test_powersgd_sync_matches_closed_form(n, rank):
     assert sent == pytest.approx(2 * (n - 1) / n * (p + q + u), rel=1e-9)
 
 
+def test_powersgd_products_and_gram_schmidt_are_flop_bound_on_a_slow_gpu():
+    """At 1% of peak the products and the orthogonalisation take their FLOPs' time (at rank 64
+    on BERT's 768-wide matrices Gram-Schmidt is r / 3m = 3% of the products); the matrices
+    compressed are those where n m >= 2 (n + m) r' (PyTorch's min_compression_rate)."""
+    rank, n = 64, 2
+    data = {**star(n, 12.5, 3.0, compression="powersgd", powersgd_rank=rank),
+            "model": {"preset": "bert-base"}, "compute": {"efficiency": 0.01}}
+    model = models.get_model("bert-base")
+    shapes = [layer.matrix for layer in model.layers if layer.matrix]
+    matrices = [(a, b) for a, b in shapes if a * b >= 2 * (a + b) * min(rank, a, b)]
+    vectors = model.params - sum(a * b for a, b in matrices)
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    flops = GPUS["v100"].fp32_tflops * 1e12 * 0.01
+    expected = (sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+                + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, flops))
+    sc = load_scenario(data)
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    assert Engine(sc).run().bytes_sent_per_gpu == pytest.approx((p + q + u) * 2 * (n - 1) / n, rel=1e-9)
+
+
 def test_powersgd_sends_r_times_n_plus_m_per_matrix():
     """Written out by hand for one 64 x 576 convolution at rank 2: P is 64 x 2, Q is 576 x 2."""
     p, q, u = analytic.powersgd_wire([(64, 576)], 0, 2)

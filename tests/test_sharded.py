@@ -47,6 +47,10 @@ def test_zero3_iteration_matches_closed_form(n, layers, bucket_mib):
     expected = analytic.zero3_iteration(n, units, ALPHA, BETA, GAMMA, w.update_s)
     assert run.iteration_time_s == pytest.approx(expected, rel=0.01)
     assert run.bytes_sent_per_gpu == pytest.approx(analytic.sharded_bytes_per_gpu(n, w.grad_bytes, 3), rel=1e-9)
+    # one sync on its own: forward's and backward's gathers and the reduce-scatter of every unit
+    alone = sum(2 * analytic.all_gather(n, nb, ALPHA, BETA) + analytic.reduce_scatter(n, nb, ALPHA, BETA, GAMMA)
+                for nb, _, _ in units)
+    assert Engine(sc).sync_alone() == pytest.approx(alone, rel=0.01)
 
 
 def test_zero3_prefetch_hides_gathers_behind_compute():
