@@ -66,6 +66,9 @@ def test_memory_check_error_is_one_line_and_exit_2(dpsim_cli, tmp_path):
     code, out, err = dpsim_cli("run", toml)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "training.memory_check" in err and "32 GB" in err
+    toml.write_bytes(tomli_w.dumps(big()).encode())
+    code, out, err = dpsim_cli("run", toml)
+    assert code == 0 and "DOES NOT FIT: needs 40 GB per GPU" in out and "    does not fit: needs 40 GB" in out
 
 
 @pytest.mark.parametrize("sets, key, words", [
@@ -73,7 +76,7 @@ def test_memory_check_error_is_one_line_and_exit_2(dpsim_cli, tmp_path):
     (["sync.compression=powersgd", "sync.powersgd_rank=65"], "sync.powersgd_rank", "layer3.0.conv1"),
     (["sync.compression=topk", "sync.topk_ratio=0"], "sync.topk_ratio", "> 0"),
     (["sync.compression=topk", "sync.topk_ratio=1.5"], "sync.topk_ratio", "at most 1"),
-    (["sync.strategy=zero1", "cluster.gpus_per_node=1"], "sync.strategy", "one"),
+    (["sync.strategy=zero1", "cluster.gpus_per_node=1"], "sync.strategy", "shards over the GPUs"),
     (["sync.strategy=zero3", "sync.compression=fp16"], "sync.compression", "none"),
 ])
 def test_bad_input_is_one_line_and_exit_2(dpsim_cli, sets, key, words):
