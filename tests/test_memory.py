@@ -68,7 +68,7 @@ def test_memory_check_error_is_one_line_and_exit_2(dpsim_cli, tmp_path):
     assert "training.memory_check" in err and "32 GB" in err
     toml.write_bytes(tomli_w.dumps(big()).encode())
     code, out, err = dpsim_cli("run", toml)
-    assert code == 0 and "DOES NOT FIT: needs 40 GB per GPU" in out and "    does not fit: needs 40 GB" in out
+    assert code == 0 and "    does not fit: needs 40 GB per GPU" in out      # the diagnosis says it too
 
 
 @pytest.mark.parametrize("sets, key, words", [
@@ -84,3 +84,15 @@ def test_bad_input_is_one_line_and_exit_2(dpsim_cli, sets, key, words):
     code, out, err = dpsim_cli("run", "cntk-1bit-k80", *args)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert key in err and words in err
+
+
+def test_the_printed_result_says_it_does_not_fit():
+    import io
+
+    from dpsim.config import load_scenario as load
+    from dpsim.report import print_result
+    sc = load(big())
+    out = io.StringIO()
+    print_result(sc, simulate(sc), out)
+    assert "DOES NOT FIT: needs 40 GB per GPU (optimizer state 30 GB), more than the v100's 32 GB" in out.getvalue()
+    assert "memory per GPU         40 GB of 32 GB: parameters 5 GB, gradients 5 GB, optimizer state 30 GB" in out.getvalue()
