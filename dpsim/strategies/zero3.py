@@ -25,12 +25,10 @@ from .zero1 import all_gather, allreduce, check, reduce_scatter, update_fraction
 def units(work, seconds):
     """(bytes, compute seconds) of each unit in forward order; `seconds` (forward's or backward's)
     shared out as backward's time is between the buckets (dpsim.workload: ready_s)."""
-    ready, out = 0.0, []
-    for bucket in work.buckets:
-        out.append((bucket.nbytes, (bucket.ready_s - ready) / work.backward_s * seconds if work.backward_s else
-                    seconds / len(work.buckets)))
-        ready = bucket.ready_s
-    return out[::-1]
+    ready = [0.0] + [b.ready_s for b in work.buckets]
+    share = [(after - before) / work.backward_s if work.backward_s else 1 / len(work.buckets)
+             for before, after in zip(ready, ready[1:])]
+    return [(b.nbytes, s * seconds) for b, s in zip(work.buckets, share)][::-1]
 
 
 def gathered_then_computed(machine, ranks, parts, compute, prefetch, after=None):
