@@ -6,13 +6,13 @@ Per bucket, on every GPU; a weight of n x m (a convolution's out x in*kh*kw, a l
 layer's out x in) at rank r' = min(r, n, m) is compressed when n m >= 2 (n + m) r' (PyTorch's
 min_compression_rate of 2); the rest (biases, norms, small matrices) are all-reduced as they are:
   1. error feedback: add last step's error to the bucket           12 bytes per value
-  2. P = M Q (Q: last step's, warm start)                           2 n m r' FLOPs
-  0. all-reduce the uncompressed values (4 u bytes), as PyTorch does first
-  3. all-reduce every P of the bucket (4 sum n r' bytes)
-  4. orthogonalise P (Gram-Schmidt)                                 2 n r'^2 FLOPs
-  5. Q = M^T P                                                      2 n m r' FLOPs
-  6. all-reduce every Q (4 sum m r' bytes)
-  7. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
+  2. all-reduce the uncompressed values (4 u bytes), as PyTorch does first
+  3. P = M Q (Q: last step's, warm start)                           2 n m r' FLOPs
+  4. all-reduce every P of the bucket (4 sum n r' bytes)
+  5. orthogonalise P (Gram-Schmidt)                                 2 n r'^2 FLOPs
+  6. Q = M^T P                                                      2 n m r' FLOPs
+  7. all-reduce every Q (4 sum m r' bytes)
+  8. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
 Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it takes the longer of
 its bytes at the codec's bandwidth and its FLOPs at peak x compute.efficiency (Machine.kernel);
 each matrix is one launch per step. Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
