@@ -200,6 +200,8 @@ def _check_resolves(sc: Scenario, given_preset: str):
         raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
                             "strategy = \"ps\" and ps_location = \"cpu\"")
     strategies.hook(sc.sync.strategy, "check")(sc)
+    if sc.sync.compression == "powersgd":
+        strategies.powersgd.check(sc, sc.model_spec())
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
