@@ -12,3 +12,12 @@ def test_reduce_scatter_and_all_gather_match_mpi(ranks, mpirun):
     proc = mpirun(ranks, ["tests/mpi_checks/shard_collectives_check.py"], timeout=60)
     assert proc.returncode == 0, _explain(proc)
     assert f"{ranks} ranks, 0 failures" in proc.stdout
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_zero_stages_equal_plain_sgd_and_hold_their_shards(ranks, mpirun):
+    """ZeRO-1/2/3 weights equal ring SGD's after 4 steps (float64, MLP and CNN, with and
+    without overlap buckets), and each rank holds the closed form's bytes."""
+    proc = mpirun(ranks, ["tests/mpi_checks/zero_check.py"], timeout=90)
+    assert proc.returncode == 0, _explain(proc)
+    assert f"{ranks} ranks, 0 failures" in proc.stdout
