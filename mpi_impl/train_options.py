@@ -88,7 +88,20 @@ def build_parser():
     t.add_argument("--stall-timeout", type=nonnegative_float, default=120.0, metavar="SECONDS",
                    help="end the whole job if a rank makes no progress for this long (some rank "
                         "stalled or dead: the others would wait in the all-reduce forever); 0 = never")
-    s = p.add_argument_group("gradient synchronisation")
+    sync_options(p.add_argument_group("gradient synchronisation"))
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
+    o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
+    o.add_argument("--checkpoint", metavar="DIR",
+                   help="save a checkpoint here after every epoch (two generations per rank; "
+                        "a run stops, exit 1, rather than save NaN or inf weights)")
+    o.add_argument("--resume", action="store_true",
+                   help="continue from the newest epoch that every rank has in --checkpoint DIR")
+    return p
+
+
+def sync_options(s):
+    """The options of how the gradient is synchronised (or sharded, or compressed)."""
     s.add_argument("--sync", choices=SYNCS, type=algorithm_name(SYNCS), default="ring",
                    help="the all-reduce algorithm, or zero1/zero2/zero3: ZeRO's sharded "
                         "data parallelism (mpi_impl/README.md)")
@@ -113,15 +126,6 @@ def build_parser():
                    help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket")
     s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
                    why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
-    o = p.add_argument_group("output")
-    o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
-    o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
-    o.add_argument("--checkpoint", metavar="DIR",
-                   help="save a checkpoint here after every epoch (two generations per rank; "
-                        "a run stops, exit 1, rather than save NaN or inf weights)")
-    o.add_argument("--resume", action="store_true",
-                   help="continue from the newest epoch that every rank has in --checkpoint DIR")
-    return p
 
 
 class Renamed(argparse.Action):
