@@ -32,7 +32,9 @@ the timeline's exposed_comm and compression; the work itself, wherever it ran, i
 
 1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual and codec
 clock, `codec_s`) per bucket, and sends full-precision gradients until `warmup_samples`
-samples have been trained.
+samples have been trained.  PowerSGD and top-k (powersgd.py, topk.py) run the same way: the
+`compressor` argument makes one per bucket, called on the bucket like OneBitAllreduce.
+ZeRO (zero.py) is not an averager of this kind: it reuses plan_buckets and the bucket runners.
 """
 import queue
 import threading

@@ -41,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import time
 
+from mpi4py import MPI
+
 from .all_gather import all_gather
 from .device import chunk_bounds, scratch
 from .reduce_scatter import reduce_scatter
@@ -103,8 +105,9 @@ class Zero:
                 net.bind_layer(i, grads=None)
             net.grads = None
             net.hooks = self
-        self.runner = (LayerByLayer(self) if stage == 3 else CommThread(self) if overlap
-                       else AfterBackward(self))
+        threads_ok = MPI.Query_thread() >= MPI.THREAD_SERIALIZED    # else no second thread
+        self.runner = (LayerByLayer(self) if stage == 3 else
+                       CommThread(self) if overlap and threads_ok else AfterBackward(self))
         self.bytes_sent, self.codec_s, self.started = 0, 0.0, 0
 
     @property

@@ -33,15 +33,11 @@ def test_zero_and_exact_compression_follow_ring_sgd(train):
     p = 4
     ring = train(p, *SHORT, name="ring")
     runs = {s: train(p, *SHORT, "--sync", s, name=s) for s in ("zero1", "zero2", "zero3")}
-    runs["zero2 overlap"] = train(p, *SHORT, "--sync", "zero2", "--overlap", "--bucket-mib", "0.004",
-                                  name="zero2o")
     runs["powersgd full rank"] = train(p, *SHORT, "--compress", "powersgd", "--powersgd-rank", "64",
                                        name="powersgd")
     runs["topk ratio 1"] = train(p, *SHORT, "--compress", "topk", "--topk-ratio", "1", name="topk")
     for name, run in runs.items():
         assert np.allclose(losses(run), losses(ring), rtol=1e-9, atol=0), (name, losses(run), losses(ring))
-    other = train(p, *SHORT, "--sync", "zero3", "--seed", "1", name="seed1")
-    assert not np.allclose(losses(other), losses(ring), rtol=1e-9, atol=0)
     # memory per rank: the closed form (8-byte values; a sharded part is the rank's chunk,
     # at most ceil(n / p) per unit: one unit for zero1/2, one per layer for zero3)
     whole, shard = PARAMS * 8, -(-PARAMS // p) * 8

@@ -16,7 +16,7 @@ from mpi_impl.wire import Wire
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
-LENGTHS = sorted({0, 1, 2, max(p - 1, 0), p, p + 1, 7, 33, 1001, 4097})
+LENGTHS = sorted({0, 1, 2, max(p - 1, 0), p, p + 1, 7, 33, 1001})
 failures = []
 
 
