@@ -106,8 +106,9 @@ class Zero:
             net.grads = None
             net.hooks = self
         threads_ok = MPI.Query_thread() >= MPI.THREAD_SERIALIZED    # else no second thread
+        overlap = overlap and threads_ok and len(self.buckets) > 1
         self.runner = (LayerByLayer(self) if stage == 3 else
-                       CommThread(self) if overlap and threads_ok else AfterBackward(self))
+                       CommThread(self) if overlap else AfterBackward(self))
         self.bytes_sent, self.codec_s, self.started = 0, 0.0, 0
 
     @property
