@@ -108,8 +108,8 @@ def sync_options(s):
     s.add_argument("--compress", choices=COMPRESSIONS, default="none",
                    help="1bit: 1-bit SGD; powersgd: rank-r factors; topk: the largest values "
                         "(each with error feedback)")
-    s.add_argument("--powersgd-rank", type=positive_int, default=4,
-                   help="powersgd: the rank r of each matrix's factors (capped per matrix at "
+    s.add_argument("--powersgd-rank", type=positive_int, default=1,
+                   help="powersgd: the rank r of each matrix's factors, 1 as PyTorch's hook and dpsim (capped per matrix at "
                         "min(rows, cols))")
     s.add_argument("--topk-ratio", type=ratio, default=0.01,
                    help="topk: the fraction of each bucket's values a rank sends, in (0, 1]")
