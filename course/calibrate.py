@@ -295,7 +295,7 @@ def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
         again = measured(progress, **kw)
         m = min((m, again), key=lambda x: (len(noisy_figures(x)), compute_spread(x)))
     prof = profile_dict(m)
-    spreads = spread.figure_spreads(m, prof, profile_dict)
+    spreads = spread.figure_spreads(m, prof, profile_dict, spread.dpsim_allows(scenario_for(prof, 2, "ring", "none")))
     found = spread.noisy(spreads)
     if found and not accept_noisy:
         raise spread.Noisy(spread.verdict(found, m.get("machine_load")))

@@ -64,21 +64,40 @@ def numbers(d, prefix=""):
     return out
 
 
-def figure_spreads(m, prof, fit) -> dict:
+def figure_spreads(m, prof, fit, allowed=None) -> dict:
     """{dotted key: {"value", "low", "high", "median", "rounds"}} for every figure of `prof` (the
-    profile from all rounds) that moves between the per-round fits, fit(sidecar) -> profile."""
+    profile from all rounds) that moves between the per-round fits, fit(sidecar) -> profile.
+    allowed(key, x): whether dpsim takes x for the key; a round whose fit it would refuse (one
+    that hit a floor of 0 where the key must be above it) is left out of the range."""
     if rounds_of(m) < 2:
         return {}
     per_round = [numbers(fit(round_sidecar(m, r))) for r in range(rounds_of(m))]
     out = {}
     for key, value in numbers(prof).items():
-        seen = [p[key] for p in per_round if key in p and math.isfinite(p[key])]
+        seen = [p[key] for p in per_round if key in p and math.isfinite(p[key])
+                and (allowed is None or allowed(key, p[key]))]
         if len(seen) < 2 or min(seen) == max(seen):
             continue
         p10, p90 = np.percentile(seen, [10, 90])
         out[key] = {"value": value, "low": _round(min(p10, value)), "high": _round(max(p90, value)),
                     "median": float(np.median(seen)), "rounds": seen}
     return out
+
+
+def dpsim_allows(scenario):
+    """allowed(key, x) for figure_spreads: dpsim accepts `scenario` (a full scenario dict) with
+    the dotted key set to x."""
+    from dpsim.config import from_dict
+    from dpsim.errors import ScenarioError
+    plain = bands.Ranged(values(scenario), {})
+
+    def allowed(key, x):
+        try:
+            from_dict(plain.at({key: x}))
+        except (ScenarioError, KeyError, TypeError):
+            return False
+        return True
+    return allowed
 
 
 def _round(x):
