@@ -71,7 +71,7 @@ def figure_spreads(m, prof, fit, allowed=None) -> dict:
     that hit a floor of 0 where the key must be above it) is left out of the range."""
     if rounds_of(m) < 2:
         return {}
-    per_round = [numbers(fit(round_sidecar(m, r))) for r in range(rounds_of(m))]
+    per_round = [fitted for r in range(rounds_of(m)) if (fitted := _fit_round(fit, m, r)) is not None]
     out = {}
     for key, value in numbers(prof).items():
         seen = [p[key] for p in per_round if key in p and math.isfinite(p[key])
@@ -82,6 +82,16 @@ def figure_spreads(m, prof, fit, allowed=None) -> dict:
         out[key] = {"value": value, "low": _round(min(p10, value)), "high": _round(max(p90, value)),
                     "median": float(np.median(seen)), "rounds": seen}
     return out
+
+
+def _fit_round(fit, m, r):
+    """The numbers of round r's own profile; None where dpsim refuses the machine that round
+    alone describes (a time slice fitted as 0, which a later fit runs through dpsim)."""
+    from dpsim.errors import ScenarioError
+    try:
+        return numbers(fit(round_sidecar(m, r)))
+    except ScenarioError:
+        return None
 
 
 def dpsim_allows(scenario):
