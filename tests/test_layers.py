@@ -30,7 +30,7 @@ DPSIM_LAYERS = {
                          "sharing", "nvlink"),
     "the wires": ("network", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
-    "the scenario": ("specs", "sections", "overrides", "derived", "config"),
+    "the scenario": ("specs", "sections", "overrides", "bands", "derived", "config"),
     "the simulation": ("machine", "workload", "memory", "pipeline", "analytic", "engine", "diagnosis"),
     "what users call": ("simulation", "collective", "sweeps", "validate", "bench", "report", "plot",
                         "scenario_file", "cli_sweep", "cli", "__main__", ""),
