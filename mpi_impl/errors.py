@@ -2,8 +2,8 @@
 
 Two rules keep an MPI program from hanging:
 
-1. **Check collectively.**  If only the rank with a bad buffer raised, the others would wait
-   forever in the next collective.  :func:`check_arguments` therefore puts each rank's view
+1. **Check collectively, before any message is posted.**  If only the rank with a bad
+   buffer raised, the others would wait forever in the next collective.  :func:`check_arguments` therefore puts each rank's view
    (buffer length, dtype, algorithm, device) into one tiny ``Allreduce`` (MIN of ``v`` and
    ``-v``, which gives min and max in one call), and every rank raises the same exception
    when any rank is wrong.
@@ -44,7 +44,8 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     name is dpsim.vocabulary.unknown_algorithm's), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
     CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
-    the caller found wrong on this rank.  `same` maps names to integer settings that must
+    the caller found wrong on this rank; every rank then raises the lowest such rank's
+    message (a second, pickled collective, taken only then).  `same` maps names to integer settings that must
     agree across ranks (e.g. 1-bit's block).  Costs one Allreduce of a few integers.
     """
     size = int(getattr(x, "size", -1))
@@ -58,8 +59,10 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
     low, high = both[:len(mine)], -both[len(mine):]
 
-    if high[4]:
-        raise ValueError(problem or f"invalid {about} on another rank (see that rank's message)")
+    if high[4]:                        # every rank takes this branch: the same words everywhere
+        ranks_problems = [(r, p) for r, p in enumerate(comm.allgather(problem)) if p]
+        first, text = ranks_problems[0]
+        raise ValueError(text if len(ranks_problems) == comm.Get_size() else f"{text} (on rank {first})")
     if low[1] < 0 or high[1] != low[1]:
         if algo_code < 0:
             raise ValueError(unknown_algorithm(algo, algorithms))
