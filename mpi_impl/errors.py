@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 import traceback
@@ -28,6 +29,8 @@ import traceback
 import numpy as np
 from dpsim.vocabulary import unknown_algorithm
 from mpi4py import MPI
+
+from mpi_impl.files import printable
 
 #: dtypes the all-reduce algorithms can sum (MPI datatypes exist for all of them).
 REDUCIBLE_DTYPES = ("float32", "float64", "int32", "int64")
@@ -164,9 +167,38 @@ def usage_errors(prog: str):
         yield
     except UsageError as error:
         if MPI.COMM_WORLD.Get_rank() == 0:
-            text = str(error).replace("\r", "\\r").replace("\n", "\\n")     # one line, whatever was typed
+            text = printable(error)             # one line, control characters escaped
             print(f"{prog}: error: {text}", file=sys.stderr, flush=True)
         sys.exit(2)
+
+
+#: exit code of a run ended by Ctrl-C (SIGINT), as shells report 128 + 2
+INTERRUPTED_EXIT = 130
+#: seconds an interrupted rank other than 0 waits before it speaks (see interrupted)
+INTERRUPT_GRACE_S = 0.5
+
+
+def interrupted(prog: str, comm=None):
+    """After Ctrl-C (KeyboardInterrupt) on this rank: one line, "PROG: interrupted", and
+    the whole job ends with exit code 130 (MPI Abort: the other ranks may be waiting for
+    this one in a collective).
+
+    Ctrl-C on a terminal reaches every rank (mpiexec passes it on): rank 0 speaks and ends
+    the job at once, and the others wait INTERRUPT_GRACE_S first, so that the line is
+    printed once; a rank interrupted alone still speaks after that pause.  MPI's own note
+    about the Abort is silenced (stderr closed after the line).  The files the programs
+    write are written under a temporary name and renamed when complete
+    (files.write_new), so none is left half written."""
+    comm = comm or MPI.COMM_WORLD
+    if comm.Get_rank() != 0:
+        time.sleep(INTERRUPT_GRACE_S)
+    print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+    except (OSError, ValueError):
+        pass
+    abort_job(comm, INTERRUPTED_EXIT)
 
 
 def algorithm_name(allowed):
