@@ -322,12 +322,12 @@ def run(argv):
     rank0 = comm.Get_rank() == 0
     if rank0:
         print_header(comm, args)
-    with mpi_impl.abort_on_error(comm):
+    with mpi_impl.abort_on_error(comm, PROG):
         machine = measure(comm, device, args.cuda_aware)
     if rank0:
         print_machine(machine)
     rows = []
-    with mpi_impl.abort_on_error(comm):
+    with mpi_impl.abort_on_error(comm, PROG):
         for nbytes in sizes:
             for row in bench_size(variants(args.algo, segments), nbytes, args, comm, device, machine):
                 rows.append(row)

@@ -117,14 +117,18 @@ def _report_and_abort(exc_type, exc, tb, comm):
 
 
 @contextlib.contextmanager
-def abort_on_error(comm=None):
+def abort_on_error(comm=None, prog=None):
     """``with abort_on_error(): ...`` -- any exception ends the whole job with exit code 1.
 
-    ``SystemExit(0)`` (a normal ``sys.exit()``) passes through untouched.
+    ``SystemExit(0)`` (a normal ``sys.exit()``) passes through untouched; Ctrl-C ends the
+    job with :func:`interrupted`'s one line ("PROG: interrupted", PROG default: the
+    script's name) and exit code 130.
     """
     comm = comm or MPI.COMM_WORLD
     try:
         yield
+    except KeyboardInterrupt:
+        interrupted(prog or os.path.basename(sys.argv[0]), comm)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             _report_and_abort(type(exc), exc, exc.__traceback__, comm)
