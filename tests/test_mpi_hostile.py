@@ -267,3 +267,10 @@ def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_
     assert job.returncode == 130, err[-3000:]
     assert err.strip().splitlines() == [f"{module}: interrupted"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_inside_an_exchange_leaves_no_receive_posted():
+    proc = subprocess.run([sys.executable, "tests/mpi_checks/withdraw_check.py"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0 and "withdraw_check: ok" in proc.stdout, proc.stdout + proc.stderr
