@@ -163,7 +163,7 @@ META_LIMIT = 64 << 20
 HEADER_LIMIT = 1 << 16
 
 
-def read(path, shapes=None):
+def read(path, shapes=None, check_meta=None):
     """(arrays, meta) of one checkpoint file.  Raises CheckpointError, one line naming the
     file, if it is not a regular file holding an .npz archive with a JSON object under
     "meta" and plain (not object) arrays beside it whose :func:`digest` is the meta's: a
@@ -173,7 +173,8 @@ def read(path, shapes=None):
     in the archive's directory and its .npy header are checked against them before it is
     decompressed, so that an array that would inflate beyond what the model needs (a
     decompression bomb) is refused unread; another name is refused too.  shapes={} reads
-    the meta alone (no digest check); None reads whatever arrays there are."""
+    the meta alone (no digest check); None reads whatever arrays there are.  check_meta(meta),
+    if given, runs before any array is read (it raises CheckpointError to refuse the file)."""
     def bad(why):
         return CheckpointError(f"{files.printable(path)}: not a usable checkpoint ({why})")
     try:
@@ -183,6 +184,10 @@ def read(path, shapes=None):
             if "meta" not in members:
                 raise bad("no meta")
             meta = json.loads(str(_member(archive, members["meta"], ((), None), META_LIMIT)[()]))
+            if not isinstance(meta, dict):
+                raise bad("its meta is not a JSON object")
+            if check_meta:
+                check_meta(meta)
             names = sorted(set(members) - {"meta"})
             if shapes and set(names) - set(shapes):
                 raise bad(f"unexpected arrays {', '.join(sorted(set(names) - set(shapes)))} "
@@ -198,8 +203,6 @@ def read(path, shapes=None):
         raise bad(str(why)) from None
     except Exception as error:                  # every way a file can fail to parse
         raise bad(f"truncated, damaged or not an .npz archive: {type(error).__name__}") from None
-    if not isinstance(meta, dict):
-        raise bad("its meta is not a JSON object")
     if shapes != {} and meta.get("digest") != digest(arrays):
         raise bad("its arrays do not match the digest in its meta: damaged or edited"
                   if "digest" in meta else "no digest of its arrays in its meta")

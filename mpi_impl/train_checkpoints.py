@@ -94,12 +94,10 @@ def _state_shapes(net, opt, averager):
     return {**shapes, **residuals}, pairs
 
 
-def check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, pairs):
-    """Raise CheckpointError (one line naming `path`) unless this rank's checkpoint was
-    written by a run with the same settings and fits this model: ranks and the settings of
-    CHECKPOINT_KEYS equal, arrays as checkpoint.check wants them, 1-bit residuals in pairs,
-    samples_trained = epoch x the samples of an epoch, an RNG state this RNG takes, and a
-    history (rank 0: one entry per epoch)."""
+def check_settings(args, comm, path, meta):
+    """Raise CheckpointError (one line naming `path`) unless `meta` says this rank wrote the
+    file, in a run with the same ranks and settings of CHECKPOINT_KEYS (checked before the
+    arrays are read: a changed --width is named as such, not as arrays of another shape)."""
     config = meta.get("config")
     if not isinstance(config, dict):
         raise checkpoint.CheckpointError(f"{path}: its meta has no config")
@@ -118,6 +116,15 @@ def check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, pairs)
         what = ", ".join(f"--{k.replace('_', '-')}" for k in changed) or "the number of ranks"
         raise checkpoint.CheckpointError(f"cannot resume from {path}: {what} differ from the "
                                          f"run that wrote it")
+
+
+def check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, pairs):
+    """Raise CheckpointError (one line naming `path`) unless this rank's checkpoint was
+    written by a run with the same settings and fits this model: check_settings, arrays as
+    checkpoint.check wants them, 1-bit residuals in pairs, samples_trained = epoch x the
+    samples of an epoch, an RNG state this RNG takes, and a history (rank 0: one entry per
+    epoch)."""
+    check_settings(args, comm, path, meta)
     checkpoint.check(path, arrays, meta, epoch=epoch, max_epoch=args.epochs, shapes=shapes,
                      optional=[name for pair in pairs for name in pair])
     for worker, server in pairs:
@@ -179,8 +186,11 @@ def _read_own(args, comm, path, epoch, steps, shapes_and_pairs):
     shapes, pairs = shapes_and_pairs
     try:
         try:
-            arrays, meta = checkpoint.read(path, shapes)
+            arrays, meta = checkpoint.read(
+                path, shapes, check_meta=lambda meta: check_settings(args, comm, path, meta))
         except checkpoint.CheckpointError as error:
+            if str(error).startswith("cannot resume"):
+                raise
             raise checkpoint.CheckpointError(f"{error}; delete it to resume from an older "
                                              f"checkpoint") from None
         check_resumable(args, comm, path, arrays, meta, epoch, steps, shapes, pairs)

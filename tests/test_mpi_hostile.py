@@ -159,10 +159,12 @@ def resume(ckpt):
 
 
 def test_a_checkpoint_copied_from_another_rank_is_refused(tmp_path, two_runs):
+    """Rank 0's file in rank 1's place (rank 1 keeps no history, so nothing else in the
+    file gives the copy away)."""
     ckpt = tmp_path / "ckpt"
     shutil.copytree(two_runs[0], ckpt)
-    shutil.copy(ckpt / "rank1.epoch1.npz", ckpt / "rank0.epoch1.npz")
-    one_line_refusal(resume(ckpt), "rank0.epoch1.npz", "not rank 0's own")
+    shutil.copy(ckpt / "rank0.epoch1.npz", ckpt / "rank1.epoch1.npz")
+    one_line_refusal(resume(ckpt), "rank1.epoch1.npz", "not rank 1's own")
 
 
 def test_a_checkpoint_copied_from_another_run_is_refused(tmp_path, two_runs):
