@@ -357,7 +357,7 @@ def print_machine(machine):
           f"beta {rate('beta_gbs')} GB/s (every rank sending 64 MiB to the next at once), gamma "
           f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
           f"(64 MiB, all ranks at once); not in the bound: 64 MiB one way alone (ping-pong), "
-          f"{rate('one_way_gbs')} GB/s")
+          f"{rate('one_way_gbs')} GB/s", flush=True)
     print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
           f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
           f"{'sent/rank(B)':>14}")

@@ -99,7 +99,9 @@ def abort_job(comm, code=1):
     The pause: a rank's stdout and stderr are pipes to MPICH's hydra proxy, which forwards
     them to mpiexec.  Abort kills the job's processes, and the rank's last line (the reason
     for the abort) can still be in the pipe and get lost: flushing only moves it from
-    Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on."""
+    Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on.
+    MPICH's Abort asks mpiexec to end the job and may return first; this rank then exits at
+    once (os._exit), so that the code after an abort_on_error block never runs."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -107,6 +109,7 @@ def abort_job(comm, code=1):
             pass
     time.sleep(ABORT_GRACE_S)
     comm.Abort(code)
+    os._exit(code)          # MPICH's Abort can return before mpiexec ends this process: never go on
 
 
 def _report_and_abort(exc_type, exc, tb, comm):
