@@ -65,7 +65,8 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     if high[4]:                        # every rank takes this branch: the same words everywhere
         ranks_problems = [(r, p) for r, p in enumerate(comm.allgather(problem)) if p]
         first, text = ranks_problems[0]
-        raise ValueError(text if len(ranks_problems) == comm.Get_size() else f"{text} (on rank {first})")
+        everywhere = len(ranks_problems) == comm.Get_size()
+        raise ValueError(text if everywhere else f"{text} (the {about} of rank {first})")
     if low[1] < 0 or high[1] != low[1]:
         if algo_code < 0:
             raise ValueError(unknown_algorithm(algo, algorithms))

@@ -119,17 +119,17 @@ def output_problem(option: str, value: str, folder: bool = False, probe: bool = 
     path = Path(value)
     if folder:
         if path.exists() and not path.is_dir():
-            return f"{option} {printable(value)}: not a folder; give a folder"
+            return f"{option} {printable(value)} is a file; give a directory"
         where = _existing_folder(path.absolute())
     else:
         if path.is_dir():
-            return f"{option} {printable(value)}: a folder; give a file name"
+            return f"{option}: {value!r} is a directory; give a file name"
         where = path.absolute().parent
         if not where.is_dir():
-            return f"{option} {printable(value)}: no folder {printable(where)} to write it into"
+            return f"{option}: no directory to write {value!r} into"
     why = can_create_in(where) if probe else None
     if why:
-        return f"{option} {printable(value)}: cannot create files in {printable(where)} ({why})"
+        return f"{option}: cannot create files in {printable(where)} to write {value!r} ({why})"
     return None
 
 

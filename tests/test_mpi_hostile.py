@@ -219,7 +219,7 @@ def test_train_refuses_before_epoch_1_in_one_line(what, argv, words, tmp_path, m
 
 BENCH_REFUSALS = [
     ("--sizes 1000G", ["--sizes", "1000G"], ["--sizes", "1G"]),
-    ("--json into a missing folder", ["--json", "{tmp}/missing/b.json"], ["--json", "no folder"]),
+    ("--json into a missing folder", ["--json", "{tmp}/missing/b.json"], ["--json", "no directory"]),
     ("--json under /proc", ["--json", "/proc/b.json"], ["--json", "cannot create"]),
     ("65 sizes", ["--sizes", ",".join(["1K"] * 65)], ["--sizes", "64"]),
 ]
