@@ -31,8 +31,7 @@ from dpsim.vocabulary import unknown_algorithm
 from . import all_gather as _all_gather
 from . import halving_doubling, mpi_builtin, nccl, ps, recursive_doubling, ring, sharded_ps
 from . import reduce_scatter as _reduce_scatter
-from .device import chunk_bounds
-from .device import array_module, is_gpu_array, missing_cupy, pick_device
+from .device import array_module, chunk_bounds, is_gpu_array, load, missing_cupy, pick_device
 from .errors import REDUCIBLE_DTYPES, abort_on_error, check_arguments, install_excepthook
 from .onebit import OneBitAllreduce
 from .wire import SEGMENT_BYTES, make_wire
@@ -57,7 +56,8 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
               check: bool = True, segment: int = SEGMENT_BYTES):
     """Return the elementwise sum of `x` over all ranks of `comm` (default COMM_WORLD).
 
-    x: a NumPy or CuPy array (any shape; float32, float64, int32 or int64), the same size
+    x: a NumPy or CuPy array (any shape and memory layout: a strided view is copied into a
+    contiguous buffer first; float32, float64, int32 or int64), the same size
     and dtype on every rank; it is not modified (unless out=x).  The result has x's shape, dtype and type.
     algo: one of ALGORITHMS (an old name such as "tree" raises ValueError with the new
     names).  cuda_aware: hand GPU arrays straight to MPI instead of staging
@@ -65,7 +65,7 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     check: verify the arguments agree across ranks first (one tiny Allreduce); bad
     arguments raise ValueError/TypeError on every rank.  Turn off only in timing loops
     whose arguments were already checked.
-    out: an array of x's shape, dtype and type to write the result into (reused between
+    out: a writable array of x's shape, dtype and type (any layout) to write the result into (reused between
     calls, it saves allocating a new array each time); ``out=x`` reduces x in place.
     segment: bytes per pipeline segment of ring, halving-doubling and sharded-ps (default
     SEGMENT_BYTES, 1 MiB), or 0 for their textbook steps (whole chunks, then the adds), as
@@ -75,10 +75,7 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
     xp = array_module(x)
     if xp.__name__ == "numpy":
         x = xp.asarray(x)
-    problem = None
-    if out is not None and (type(out) is not type(x) or out.shape != x.shape
-                            or out.dtype != x.dtype or not out.flags.c_contiguous):
-        problem = "out must be a C-contiguous array of the same type, shape and dtype as x"
+    problem = _out_problem(x, out)
     if check:
         check_arguments(x, comm, algo=algo, algorithms=ALGORITHMS, device=is_gpu_array(x),
                         problem=problem, about="out")
@@ -89,14 +86,33 @@ def allreduce(x, algo: str = "ring", comm=None, *, out=None, cuda_aware: bool | 
 
     if out is None:
         out = xp.empty(x.shape, x.dtype)
-    elif out is not x and xp.may_share_memory(out, x):
-        x = x.copy()                                 # overlapping views: read from a copy
-    flat = out.reshape(-1)
-    source = flat if out is x else x.reshape(-1)     # the algorithms read x, write out
+    result = out if out.flags.c_contiguous else xp.empty(x.shape, x.dtype)  # copied back below
+    flat = result.reshape(-1)
+    if out is x:
+        source = flat                                # in place (in a contiguous copy if need be)
+        load(result, x)
+    elif xp.may_share_memory(out, x) or not x.flags.c_contiguous:
+        source = xp.ascontiguousarray(x).copy().reshape(-1)  # a strided or overlapping x: a copy
+    else:
+        source = x.reshape(-1)
     wire = make_wire(comm, xp, cuda_aware, segment)
     _MODULES[algo].allreduce(flat, wire, source)
+    if result is not out:
+        out[...] = result
     bytes_sent_by_algo[algo] += wire.bytes_sent
     return out
+
+
+def _out_problem(x, out):
+    """Why `out` cannot take x's sum (one line), or None: it must be an array of x's type,
+    shape and dtype, and writable; any memory layout will do."""
+    if out is None:
+        return None
+    if type(out) is not type(x) or out.shape != x.shape or out.dtype != x.dtype:
+        return "out must be an array of the same type, shape and dtype as x"
+    if not getattr(out.flags, "writeable", True):
+        return "out is read-only (flags.writeable is False); pass a writable array"
+    return None
 
 
 def bytes_sent(algo: str, count: int, itemsize: int, nranks: int, rank: int = 0) -> int:

@@ -45,12 +45,12 @@ from mpi_impl import data, nets
 from mpi_impl.powersgd import PowerSGD, parameter_arrays
 from mpi_impl.topk import TopK
 from mpi_impl.device import pick_device
-from mpi_impl.errors import abort_job, usage_errors
+from mpi_impl.errors import abort_job, interrupted, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD
 from mpi_impl.timeline import Timeline, write_chrome_trace
 from mpi_impl.train_checkpoints import DIVERGED_EXIT, Diverged, save_checkpoint, starting_point
-from mpi_impl.train_options import PROG, load_data, parse_args
+from mpi_impl.train_options import PROG, check_outputs_together, load_data, parse_args
 from mpi_impl.train_results import (epoch_line, epoch_record, run_banner, show_progress,
                                     stdout_is_terminal, weights_digest, write_json)
 from mpi_impl.watchdog import Watchdog
@@ -70,6 +70,7 @@ class Replica:
     watchdog: Watchdog                 # petted at every phase of a step
     steps_done: int = 0                # training steps taken by this process
     samples_trained: int = 0           # by all ranks together, since the very start
+    run_id: str = ""                   # recorded in every checkpoint, kept across resumes
     progress_bar: bool = False
 
 
@@ -178,8 +179,8 @@ def train(args, comm, watchdog=None):
     shard = data.shard_indices(len(train_set), rank, size, args.seed)
     rng = np.random.default_rng([args.seed, rank])           # shuffles this rank's shard
     steps = len(shard) // args.batch_per_rank
-    first_epoch, r.samples_trained, history, kept = starting_point(args, comm, r.net, r.opt,
-                                                                   r.averager, rng, steps)
+    first_epoch, r.samples_trained, history, kept, r.run_id = starting_point(
+        args, comm, r.net, r.opt, r.averager, rng, steps)
     if rank == 0:
         print(run_banner(args, r.net, r.averager, size, len(train_set), len(test_set), steps),
               flush=True)
@@ -229,7 +230,7 @@ def save_epoch(epoch, args, comm, r, rng, history, kept):
     r.watchdog.pet("checkpoint", epoch + 1)
     try:
         save_checkpoint(args, comm, r.net, r.opt, r.averager, rng, epoch + 1, r.samples_trained,
-                        history if r.rank == 0 else [], kept)
+                        history if r.rank == 0 else [], kept, r.run_id)
     except Diverged:
         r.averager.close()
         raise
@@ -280,10 +281,13 @@ def main(argv=None):
     try:
         with usage_errors(PROG):
             args = parse_args(argv, comm.Get_size())
+            check_outputs_together(args, comm)
             with Watchdog(args.stall_timeout, rank, prog=PROG) as watchdog:
                 train(args, comm, watchdog)
     except SystemExit:
         raise
+    except KeyboardInterrupt:                   # Ctrl-C: one line, and no rank left waiting
+        interrupted(PROG, comm)
     except Diverged as error:                   # every rank is here, for the same reason
         if rank == 0:
             print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)

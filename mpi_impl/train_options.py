@@ -10,7 +10,6 @@ loaded (:func:`load_data`), that every rank gets at least one batch.
 """
 import argparse
 import math
-from pathlib import Path
 
 from dpsim.vocabulary import MIB, SHARDED
 
@@ -19,8 +18,16 @@ from mpi_impl import data, nets
 from mpi_impl.powersgd import largest_rank
 from mpi_impl.device import missing_cupy
 from mpi_impl.errors import Parser, UsageError, algorithm_name
+from mpi_impl.files import output_problem, printable, same_file
 
 PROG = "mpi_impl.train"
+
+#: Limits on what a run may allocate, checked before anything is (mpi_impl/README.md, "Limits"):
+LIMITS = {"--samples": 1_000_000,       # synthetic: 1.25M images of 64 float32 = 320 MB per rank
+          "--width": 16_384, "--depth": 1_024, "--batch-per-rank": 65_536,
+          "--loader-workers": 64, "--prefetch": 64, "--epochs": 100_000}
+#: numbers (parameters + activations of one batch) a replica may hold: 2**28 = 1 GiB of float32
+MODEL_NUMBERS_LIMIT = 1 << 28
 
 
 def _number(kind, low, inclusive):
@@ -143,6 +150,11 @@ class Renamed(argparse.Action):
 def parse_args(argv, size):
     """Parse and check everything that can be checked without data or other ranks."""
     args = build_parser().parse_args(argv)
+    for option, limit in LIMITS.items():
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value > limit:
+            raise UsageError(f"{option} {value} is above the limit {limit:,} (mpi_impl/README.md, "
+                             f"\"Limits\")")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
     check_output_paths(args)
@@ -171,26 +183,41 @@ def check_sharding_and_compression(args):
                          f"residuals); train without --checkpoint")
 
 
-def check_output_paths(args):
+def check_output_paths(args, probe=False):
     """Refuse, before any training, output paths that could not be written at the end:
-    --json and --trace must name a file, not a directory, in a directory that exists;
-    --checkpoint must not be a file.  (dpsim.errors.check_output_path is the simulator's
-    twin; mpi_impl imports nothing of dpsim but its vocabulary.)"""
-    for option in ("json", "trace"):
-        value = getattr(args, option)
-        if value is None:
-            continue
-        if "\x00" in value:
-            raise UsageError(f"--{option}: {value!r} contains a NUL byte; no file can have that name")
-        path = Path(value)
-        if path.is_dir():
-            raise UsageError(f"--{option}: {value!r} is a directory; give a file name")
-        if not path.parent.is_dir():
-            raise UsageError(f"--{option}: no directory to write {value!r} into")
-    if args.checkpoint and "\x00" in args.checkpoint:
-        raise UsageError(f"--checkpoint {args.checkpoint!r} contains a NUL byte")
-    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
-        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a directory")
+    --json and --trace must name a file, not a folder, in a folder that exists, and not the
+    same file; --checkpoint must not be a file.  With `probe`, each must also be a place
+    where a file can be created (files.output_problem: not /proc, not a read-only file
+    system); :func:`check_outputs_together` does that on the ranks that will write."""
+    outputs = [(f"--{o}", getattr(args, o)) for o in ("json", "trace") if getattr(args, o)]
+    for option, value in outputs:
+        problem = output_problem(option, value, probe=probe)
+        if problem:
+            raise UsageError(problem)
+    if len(outputs) == 2 and same_file(outputs[0][1], outputs[1][1]):
+        raise UsageError(f"--json and --trace name the same file {printable(args.json)}; "
+                         f"give each its own")
+    if args.checkpoint:
+        problem = output_problem("--checkpoint", args.checkpoint, folder=True, probe=probe)
+        if problem:
+            raise UsageError(problem)
+
+
+def check_outputs_together(args, comm):
+    """Collective: try every output place on the ranks that write there (--json and
+    --trace: rank 0; --checkpoint: every rank) and raise the same UsageError on every rank
+    if any rank cannot write, before epoch 1."""
+    problem = None
+    try:
+        if comm.Get_rank() == 0:
+            check_output_paths(args, probe=True)
+        elif args.checkpoint:
+            problem = output_problem("--checkpoint", args.checkpoint, folder=True)
+    except UsageError as error:
+        problem = str(error)
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise UsageError(problems[0])
 
 
 def load_data(args, size):
@@ -210,9 +237,29 @@ def load_data(args, size):
                          f"({n} training samples / {size} ranks = {per_rank}); use at most {per_rank}")
     if args.model == "cnn" and (train_set.shape[1] % 4 or train_set.shape[2] % 4):
         raise UsageError(f"--model cnn needs image sides divisible by 4, got {train_set.shape}")
+    numbers = model_numbers(args, train_set.shape, train_set.classes)
+    if numbers > MODEL_NUMBERS_LIMIT:
+        raise UsageError(f"--model {args.model} --width {args.width} --depth {args.depth} "
+                         f"--batch-per-rank {args.batch_per_rank}: about {numbers:,} numbers per "
+                         f"rank (parameters + one batch's activations), above the limit "
+                         f"{MODEL_NUMBERS_LIMIT:,} (1 GiB of float32); make one of them smaller")
     if args.compress == "powersgd":
         check_powersgd_rank(args, train_set)
     return train_set, test_set
+
+
+def model_numbers(args, shape, classes):
+    """About how many numbers a replica holds: parameters (and as many gradients and
+    momenta), plus one batch's activations (nets.py's MLP and CNN layer by layer)."""
+    w, inputs = args.width, math.prod(shape)
+    if args.model == "mlp":
+        params = inputs * w + (args.depth - 1) * w * w + w * classes
+        activations = inputs + 2 * args.depth * w + classes
+    else:
+        c, h, wd = shape
+        params = 9 * c * w + 9 * w * 2 * w + 2 * w * (h // 4) * (wd // 4) * classes
+        activations = inputs + 2 * w * h * wd + w * h * wd + classes
+    return 3 * params + args.batch_per_rank * activations
 
 
 def check_powersgd_rank(args, train_set):

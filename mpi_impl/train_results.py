@@ -37,7 +37,7 @@ import sys
 import numpy as np
 from dpsim.vocabulary import BREAKDOWN, OTHER
 
-from mpi_impl import checkpoint
+from mpi_impl import checkpoint, files
 from mpi_impl.timeline import WORK
 
 
@@ -178,5 +178,4 @@ def write_json(args, size, net, steps, history, digest, extra=None):
         "epochs": history,
         **(extra or {}),
     }
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+    files.write_new(args.json, lambda f: json.dump(result, f, indent=1))
