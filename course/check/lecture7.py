@@ -190,7 +190,7 @@ def worked_solutions(result=None):
     n, m = _matrix()
     r = solution3()
     three = Worked(
-        3, "largest PowerSGD rank that sends no more than 1-bit", r, f"rank {r}", (
+        3, "largest PowerSGD rank that sends no more than 1-bit", r, f"{r} (the rank r)", (
             f"{EX3_MODEL}'s {EX3_LAYER} is {n} x {m}: {n * m:,} values",
             f"1-bit sends 1/8 + 4/{ONEBIT_BLOCK} = {ONEBIT_BYTES_PER_VALUE:g} bytes per value: "
             f"{_onebit_bytes():,.0f} bytes",
