@@ -12,7 +12,7 @@ from course.__main__ import main
 LECTURES = sorted((Path(__file__).resolve().parents[1] / "lectures").glob("0*.ipynb"))
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7])
 def test_every_solution_passes_its_checker(n):
     module = check.lecture(n)
     for k, answer in check.solutions(n).items():

@@ -8,8 +8,8 @@ from nbclient import NotebookClient
 LECTURES = sorted((pathlib.Path(__file__).parent.parent / "lectures").glob("[0-9][0-9]_*.ipynb"))
 
 
-def test_there_are_six_lectures():
-    assert [p.name[:2] for p in LECTURES] == ["01", "02", "03", "04", "05", "06"]
+def test_there_are_seven_lectures():
+    assert [p.name[:2] for p in LECTURES] == ["01", "02", "03", "04", "05", "06", "07"]
 
 
 @pytest.mark.parametrize("path", LECTURES, ids=lambda p: p.stem)

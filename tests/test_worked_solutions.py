@@ -1,4 +1,4 @@
-"""course.check.worked(n): the teacher's worked solutions. Every exercise of lectures 1-6 has
+"""course.check.worked(n): the teacher's worked solutions. Every exercise of lectures 1-7 has
 one with reasoning and a rubric; the answer it states is the checker's own solution and passes
 the checker; the tolerance it states is the checker's; every wrong answer it lists fails the
 checker and is quoted with the checker's verdict; and its figures follow the exercise's
@@ -13,7 +13,7 @@ from course import check
 from course.check import lecture1, lecture2, lecture6, worked
 from test_checks_lectures_b import RESULT          # a made-up comparison, as compare --json writes it
 
-LECTURES = [1, 2, 3, 4, 5, 6]
+LECTURES = [1, 2, 3, 4, 5, 6, 7]
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -117,7 +117,7 @@ def test_every_listed_wrong_answer_fails_and_is_quoted_with_the_checkers_verdict
 def test_wrong_answers_are_the_ones_the_checkers_recognise():
     """Where a checker has a message of its own for a wrong answer (no generic 'Hint:'), the
     worked solution's wrong answers are those: each gets the checker's own explanation."""
-    for n, k in [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 3), (5, 1), (5, 2), (6, 2)]:
+    for n, k in [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 3), (5, 1), (5, 2), (6, 2), (7, 1), (7, 2), (7, 3)]:
         w = entries(n)[k - 1]
         assert w.wrong and all("Hint:" not in str(checker(n, k)(a)) for a, _ in w.wrong), (n, k)
 
@@ -170,6 +170,7 @@ def test_lecture6_takes_the_path_of_compare_json(tmp_path):
     assert worked(6, str(path)) == worked(6, RESULT)
 
 
-def test_no_lecture_outside_1_to_6():
-    with pytest.raises(ValueError):
-        worked(7)
+def test_no_lecture_outside_1_to_7():
+    for n in (0, 8):
+        with pytest.raises(ValueError):
+            worked(n)

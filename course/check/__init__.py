@@ -59,14 +59,14 @@ def choice(answer, expected, options, hint="") -> Verdict:
     return Verdict(False, f"not {answer!r}. {hint}".strip())
 
 
-LECTURES = range(1, 7)
+LECTURES = range(1, 8)
 
 
 def lecture(n: int):
-    """The checker module of lecture n (1-6)."""
+    """The checker module of lecture n (1-7)."""
     import importlib
     if n not in LECTURES:
-        raise ValueError(f"lectures are numbered 1 to 6, got {n}")
+        raise ValueError(f"lectures are numbered 1 to 7, got {n}")
     return importlib.import_module(f"course.check.lecture{n}")
 
 
