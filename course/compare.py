@@ -14,7 +14,10 @@ How the machine maps onto dpsim (course/README.md says it in words):
   N ranks           N "GPUs" in one node, all under one PCIe switch, on the profile's
                     devices_per_node devices (dpsim.sharing: more ranks than cores share them)
   --sync            sync.strategy of the same name (`mpi`: what MPICH picks, dpsim/strategies/mpi.py)
-  --compress        sync.compression none | 1bit
+  --sync zero*      sync.strategy zero1 | zero2 | zero3 (sharded data parallelism; no compression)
+  --compress        sync.compression none | 1bit | topk (topk's ratio at both halves' default,
+                    0.01). Not powersgd: the profile's model is dpsim's custom model, which
+                    carries no matrix shapes, so dpsim cannot predict PowerSGD for it
   no overlap        sync.bucket_mib = 0, sync.overlap = false: one sync after backward
   1 rank            no sync at all in dpsim (strategy none)
 
@@ -37,12 +40,13 @@ from pathlib import Path
 from course import compare_bands, fit, launch
 from course.machine_load import Monitor
 from dpsim.vocabulary import (ALGORITHMS, BREAKDOWN, MIB, ONEBIT_EXCHANGE_STEPS, ONEBIT_OWN_EXCHANGE, OTHER,
-                              SEGMENT_BYTES)
+                              SEGMENT_BYTES, SHARDED)
 
 # The algorithms both halves have: dpsim does not simulate nccl, mpi_impl does not run
 # hierarchical or dataparallel (dpsim.vocabulary.ALGORITHMS says which half has what).
-SYNCS = tuple(name for name in ALGORITHMS if name not in ("nccl", "hierarchical", "dataparallel"))
-COMPRESSIONS = ("none", "1bit")
+SYNCS = tuple(name for name in ALGORITHMS if name not in ("nccl", "hierarchical", "dataparallel")) + tuple(SHARDED)
+COMPRESSIONS = ("none", "1bit", "topk")
+OWN_EXCHANGE = ("1bit", "topk")        # compressions whose exchange ignores --sync (an all-to-all, an all-gather)
 PHASES = BREAKDOWN + (OTHER,)          # the measured side's parts; the predicted side's other is 0
 THRESHOLD = 0.15
 
@@ -123,21 +127,40 @@ ONEBIT_NOTE = (f"1bit: mpi_impl's {ONEBIT_OWN_EXCHANGE} ({ONEBIT_EXCHANGE_STEPS}
 
 
 def configurations(ranks, syncs, compresses):
-    """(ranks, sync, compress); one rank has nothing to sync, so it appears once; 1-bit
-    ignores the sync (ONEBIT_NOTE), so it appears once per rank count, under the first."""
+    """(ranks, sync, compress); one rank has nothing to sync, so it appears once; 1-bit and
+    top-k ignore the sync (ONEBIT_NOTE; top-k all-gathers), so each appears once per rank
+    count, under the first all-reduce sync; ZeRO reduce-scatters full-precision gradients, so it
+    pairs with no compression (both halves refuse the others)."""
+    reduce_syncs = [s for s in syncs if s not in SHARDED]
     out = []
     for n in ranks:
         if n == 1:
             out.append((1, "ring", "none"))
             continue
-        out += [(n, s, c) for s in syncs for c in compresses if c != "1bit" or s == syncs[0]]
+        for s in syncs:
+            for c in compresses:
+                if s in SHARDED and c != "none":
+                    continue
+                if c in OWN_EXCHANGE and (not reduce_syncs or s != reduce_syncs[0]):
+                    continue
+                out.append((n, s, c))
     return out
 
 
 def name_of(ranks, sync, compress):
     if ranks == 1:
         return "1 rank (no sync)"
-    return f"{ranks} ranks 1bit" if compress == "1bit" else f"{ranks} ranks {sync}"
+    if compress in OWN_EXCHANGE:
+        return f"{ranks} ranks {compress}"
+    return f"{ranks} ranks {sync}" + (f"+{compress}" if compress != "none" else "")
+
+
+def probe_block(sync, compress):
+    """The block course.probe times for a run: 1-bit's own, the run's all-reduce, or the ring
+    standing in for the rhythm of ZeRO, PowerSGD and top-k (course.probe runs all-reduces)."""
+    if compress == "1bit":
+        return "1bit"
+    return sync if compress == "none" and sync not in SHARDED else "ring"
 
 
 def schedule(configs, repeats, probe=False):
@@ -148,7 +171,7 @@ def schedule(configs, repeats, probe=False):
     for _ in range(repeats):
         for n, sync, comp in configs:
             if probe:
-                items.append(("probe", n, () if n == 1 else ("1bit" if comp == "1bit" else sync,)))
+                items.append(("probe", n, () if n == 1 else (probe_block(sync, comp),)))
             items.append(("run", (n, sync, comp)))
     return items
 

@@ -16,8 +16,11 @@ ONE_RANK = "k"
 
 
 def label_of(row):
-    """The algorithm a row shows: its sync, or "1bit" (1-bit has its own exchange)."""
-    return "1bit" if row["compress"] == "1bit" else row["sync"]
+    """The algorithm a row shows: its sync, its sync and compression ("ring+powersgd"), or the
+    compression alone where it has its own exchange ("1bit", "topk")."""
+    if row["compress"] in ("1bit", "topk"):
+        return row["compress"]
+    return row["sync"] + (f"+{row['compress']}" if row["compress"] != "none" else "")
 
 
 def colours(rows):
