@@ -92,4 +92,4 @@ def make_result(sc, run: Run, sync_s, base_throughput, plain: Run | None, record
 
 
 def throughput(sc: Scenario, run: Run) -> float:
-    return sc.gpus * sc.training.batch_per_gpu / run.iteration_time_s
+    return sc.gpus * sc.training.batch_per_gpu * sc.training.accumulation_steps / run.iteration_time_s

@@ -15,8 +15,7 @@ or, for norms, memory-bound) rather than its share of the FLOPs.
 """
 from dataclasses import dataclass
 
-from . import compute, derived
-from .vocabulary import MIB
+from . import compute, derived, software
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -46,6 +45,7 @@ def input_output_bytes(preset: str) -> tuple[int, int]:
 class Bucket:
     nbytes: float
     ready_s: float      # seconds after backward starts when its last gradient is ready
+    calls: int = 1      # collective calls it takes (dpsim.software: tf1 calls once per variable)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,9 @@ def build(sc) -> Workload:
         fractions = model.backward_time_fraction(s_per_flop, 1 / (mem_bw * 1e9))
     else:
         fractions = model.backward_flops_fraction()
-    buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB)
+    buckets = make_buckets(grads, fractions, backward_s, software.bucket_bytes(sc.sync))
+    if software.calls_per_bucket(sc.sync) > 1:
+        buckets = tuple(Bucket(b.nbytes, b.ready_s, software.calls_per_bucket(sc.sync)) for b in buckets)
     inp, out = input_output_bytes(sc.model.preset)
     return Workload(forward_s, backward_s, compute.update_time_s(model.params, mem_bw),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)
