@@ -74,6 +74,8 @@ class ClusterConfig:
     # assumption; course calibrate measures what busy-polling ranks really wait.
     timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
     # --- transports (dpsim.transports: each with its source)
+    p2p: bool = _spec(True, doc="GPU peer-to-peer inside a node; false = every GPU-to-GPU message is two "
+                      "copies through a pinned host buffer (GeForce cards: NVIDIA disables P2P)")
     transport: str = _spec("auto", choices=transports.CHOICES, doc="software carrying bytes between nodes "
                            "(dpsim.transports); auto = nccl-ib on infiniband/roce, efa on efa, tcp on ethernet")
     # NCCL's socket transport on a generic NIC: 1 socket per channel, 2 channels per NIC

@@ -1,27 +1,32 @@
 """`dpsim validate`: dpsim's predictions beside published measurements (dpsim/published.toml).
 
 Every case there is one published figure with its hardware and source. Its `[case.dpsim]` table
-says how dpsim expresses that hardware with the presets as shipped (a node preset such as
-dgx-a100, or GPU, intra- and inter-node link, host link and NICs per node; nodes; model and
-per-GPU batch for training cases), or `skip = "why not"`
-where it cannot (a GPU with no preset, NVLink SHARP, an unstated network).
+says how dpsim expresses that hardware (a node preset such as dgx-a100, or GPU, intra- and
+inter-node link, host link and NICs per node; nodes; model and per-GPU batch for training
+cases; any scenario key by name: transport, framework, ps_pull, ...). Every case is expressed:
+where the source is silent, `assumes` says what dpsim takes instead.
+
+A case's `role` is "predicted" (counted in the score) or "default" (its figure is the one that
+set a dpsim default, e.g. a transport's efficiency; shown and not scored).
 
 What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
                       bucket, without overlap, strategy ring unless the table names another,
-                      timed alone (dpsim.collective_time): bus bandwidth = 2(n-1)/n x bytes / time,
-                      as nccl-tests reports it. Each step's chunk is pipelined in segments of
-                      NCCL_SEGMENT_MIB (sync.segment_mib), as NCCL's kernels do. Within
-                      tolerance: predicted/published in 0.85-1.15.
-  scaling_efficiency  throughput on all the case's GPUs / (GPUs x throughput on one), from
-                      simulate(); within 10 percentage points of the published figure.
-  speedup             throughput on all GPUs / throughput on one, from simulate(); within 15%
-                      (no tolerance is stated for speed-ups: the bandwidth's is used).
+                      timed alone (dpsim.collective_time, with its call's fixed cost): bus
+                      bandwidth = 2(n-1)/n x bytes / time, as nccl-tests reports it. Each step's
+                      chunk is pipelined in segments of NCCL_SEGMENT_MIB (sync.segment_mib), as
+                      NCCL's kernels do. Within tolerance: predicted/published in 0.75-1.25.
+  scaling_efficiency  throughput on all the case's GPUs / (GPUs x throughput on base_gpus, 1 unless
+                      the case says), from simulate(); within 10 percentage points.
+  speedup             throughput on all GPUs / throughput on base_gpus; within 25%.
+  relative_throughput throughput of the case's scenario / the same with `versus`' overrides
+                      (BytePS against a ring, say); within 25%.
 Training cases keep dpsim's defaults for everything the table does not set (synthetic data,
-compute at 0.6 of peak, 25 MiB buckets overlapping backward). All cases take about a second.
+25 MiB buckets overlapping backward); their compute comes from a measured one-GPU rate where
+ONE_GPU_RATES lists the GPU, model and precision, else from 0.6 of peak.
 
-`why_off` in a case's table is the reason, read off dpsim's model, that a case it can express
-is outside the tolerance; the table prints it in the last column (a skipped case: its skip).
+`why_off` in a case's table is the reason, read off dpsim's model, that a case is outside the
+tolerance; the table prints it in the last column.
 """
 import dataclasses
 import tomllib
