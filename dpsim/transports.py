@@ -5,7 +5,8 @@ it can lose far more than the wire's framing. `cluster.transport` names one; "au
 usual one for the inter-node link's kind (AUTO). A transport sets, for the link between nodes:
 
   efficiency   achievable / nominal for one long transfer (0 = the link kind's own,
-               hardware.EFFICIENCY);
+               hardware.EFFICIENCY); a link given with its own efficiency (a measurement,
+               inline) keeps it;
   flow_gbs     the ceiling of one connection (one TCP flow, one gRPC channel); a NIC then
                carries at most  flows x flow_gbs, flows = cluster.socket_flows for NCCL's
                socket transport, 1 for gRPC;
@@ -103,10 +104,10 @@ def flows(sc, t: Transport) -> int:
 
 
 def efficiency(t: Transport, link: Link, n_flows: int) -> float:
-    """Achievable / nominal on `link` under transport t."""
-    e = t.efficiency or EFFICIENCY[link.kind][0]
-    if link.efficiency and not t.efficiency:
-        e = link.efficiency
+    """Achievable / nominal on `link` under transport t: the link's own figure when it has one
+    (a measurement given inline), else the transport's, else the link kind's; capped by the
+    transport's flows."""
+    e = link.efficiency or t.efficiency or EFFICIENCY[link.kind][0]
     if t.flow_gbs:
         e = min(e, n_flows * t.flow_gbs / link.bandwidth_gbs)
     return e
@@ -115,8 +116,6 @@ def efficiency(t: Transport, link: Link, n_flows: int) -> float:
 def inter_link(sc) -> Link:
     """The link between nodes as the transport leaves it: its efficiency and latency."""
     t, link = named(sc), sc.link_spec("inter")
-    if t.name == "tcp" and not link.efficiency and link.kind == "ethernet":
-        return link                                   # the kind's framing, as before
     return dataclasses.replace(link, efficiency=efficiency(t, link, flows(sc, t)),
                                latency_us=t.latency_us or link.latency_us)
 

@@ -103,6 +103,7 @@ def test_ps_pull_before_forward_is_not_hidden_by_backward():
     assert r.breakdown_s["exposed_comm"] >= pull * (1 - 1e-6)
     with_push = simulate(config.load_scenario(sc, {"sync.ps_pull": "with-push"}))
     assert r.iteration_time_s > with_push.iteration_time_s
+    assert with_push.sync_time_s - r.sync_time_s == pytest.approx(pull, rel=0.01)   # the broadcast left the sync
 
 
 def test_nvls_moves_the_message_once_each_way():
