@@ -1,14 +1,28 @@
 """The figure of `python -m course compare --plot F`: two panels from compare's result.
 
   left   predicted against measured iteration time per configuration: y = x, a 10% band,
-         bars spanning every run, a colour per rank count, a marker per compression
+         bars spanning every run, a colour per algorithm (1-bit is one), a marker per rank count
   right  speed-up against ranks: the predicted line per algorithm, the measured median
          with every run's range, the ideal line
 
+Colour means the same in both panels: the algorithm (`colours`); one rank, which syncs nothing,
+is black.
+
 compare.plot draws it; this module only draws (matplotlib, imported when a figure is asked for).
 """
-MARKERS = {"none": "o", "1bit": "^"}
-COLOURS = {1: "C0", 2: "C1", 3: "C4", 4: "C2", 8: "C3"}
+MARKERS = {1: "s", 2: "o", 3: "D", 4: "^", 8: "v"}      # per rank count
+ONE_RANK = "k"
+
+
+def label_of(row):
+    """The algorithm a row shows: its sync, or "1bit" (1-bit has its own exchange)."""
+    return "1bit" if row["compress"] == "1bit" else row["sync"]
+
+
+def colours(rows):
+    """{algorithm: colour}, in order of first appearance among the rows with more than one rank."""
+    labels = list(dict.fromkeys(label_of(r) for r in rows if r["ranks"] > 1))
+    return {label: f"C{i}" for i, label in enumerate(labels)}
 
 
 def draw(result, path, noisy, spread_warning):
@@ -35,8 +49,10 @@ def iteration_panel(ax, result):
                     for r in rows) * 1e3
     ax.plot([0, top], [0, top], "k--", lw=1, label="y = x (perfect prediction)")
     ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.9", label="within 10%")
+    colour = colours(rows)
     for r in rows:
-        style = dict(marker=MARKERS.get(r["compress"], "s"), color=COLOURS.get(r["ranks"], "C5"))
+        style = dict(marker=MARKERS.get(r["ranks"], "P"),
+                     color=ONE_RANK if r["ranks"] == 1 else colour[label_of(r)])
         times = [x["measured_iteration_s"] * 1e3 for x in r["runs"]]
         ax.errorbar(r["measured_iteration_s"] * 1e3, r["predicted_iteration_s"] * 1e3,
                     xerr=[[r["measured_iteration_s"] * 1e3 - min(times)], [max(times) - r["measured_iteration_s"] * 1e3]],
@@ -49,12 +65,13 @@ def iteration_panel(ax, result):
 
 
 def legend_keys(rows):
-    """Legend entries for the rank counts and compressions present."""
+    """Legend entries: a colour per algorithm present, a marker per rank count present."""
     from matplotlib.lines import Line2D
-    keys = [Line2D([], [], color=c, marker="o", ls="none", label=f"{n} rank{'s' if n > 1 else ''}")
-            for n, c in COLOURS.items() if any(r["ranks"] == n for r in rows)]
-    return keys + [Line2D([], [], color="k", marker=m, ls="none", label=c) for c, m in MARKERS.items()
-                   if any(r["compress"] == c for r in rows)]
+    keys = [Line2D([], [], color=c, marker="o", ls="none", label=label) for label, c in colours(rows).items()]
+    if any(r["ranks"] == 1 for r in rows):
+        keys.append(Line2D([], [], color=ONE_RANK, marker=MARKERS[1], ls="none", label="1 rank (no sync)"))
+    return keys + [Line2D([], [], color="0.5", marker=m, ls="none", label=f"{n} ranks")
+                   for n, m in MARKERS.items() if n > 1 and any(r["ranks"] == n for r in rows)]
 
 
 def speedup_series(rows):
@@ -63,8 +80,7 @@ def speedup_series(rows):
     for r in rows:
         if r.get("measured_speedup") is None:
             continue
-        label = "1bit" if r["compress"] == "1bit" else r["sync"]
-        series.setdefault(label, []).append(r)
+        series.setdefault(label_of(r), []).append(r)
     base = [r for r in rows if r["ranks"] == 1]
     return {label: sorted(base + [r for r in rs if r["ranks"] > 1], key=lambda r: r["ranks"])
             for label, rs in series.items()}
@@ -76,8 +92,9 @@ def speedup_panel(sp, result):
     ranks = sorted({r["ranks"] for r in rows})
     sp.plot(ranks, ranks, "--", color="grey", lw=1, label="ideal (speed-up = ranks)")
     series = speedup_series(rows)
+    colour_of = colours(rows)
     for i, (label, rs) in enumerate(series.items()):
-        colour = f"C{i}"
+        colour = colour_of[label]
         sp.plot([r["ranks"] for r in rs], [r["predicted_speedup"] for r in rs], "-", color=colour,
                 label=f"{label}: predicted")
         for r in rs:

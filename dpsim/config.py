@@ -203,6 +203,8 @@ def _check_resolves(sc: Scenario, given_preset: str):
     if sc.sync.ps_pull == "before-forward" and sc.gpus > 1 and sc.sync.strategy not in strategies.PULLS_BEFORE_FORWARD:
         raise ScenarioError("sync.ps_pull", f"'before-forward' needs a strategy with a server to pull from: "
                             f"{', '.join(strategies.PULLS_BEFORE_FORWARD)}")
+    if sc.sync.compression == "powersgd":
+        strategies.powersgd.check(sc, sc.model_spec())
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")

@@ -18,6 +18,8 @@ class GPU:
     fp16_tflops: float      # peak dense FP16/BF16 (tensor cores where the GPU has them)
     mem_bw_gbs: float       # memory bandwidth, per GPU
     source: str
+    memory_gb: float = 0.0  # memory per GPU (GB = 1e9 bytes); 0 = not given: no fit check (dpsim.memory)
+    memory_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,39 +77,58 @@ EFFICIENCY = {
     "efa": (0.80, "NCCL over one p3dn EFA, 2 nodes: 80 of 100 Gb/s (NVIDIA/nccl#235)"),
 }
 
+# ------------------------------------------------------------------ memory per GPU (dpsim.memory)
+# GB = 1e9 bytes, as the datasheets count HBM/GDDR capacity. The V100 comes with 16 or 32 GB:
+# the 32 GB model is taken (give cluster.gpu = {..., memory_gb = 16} for the other).
+MEMORY = {
+    "k80": dict(memory_gb=12.0, memory_source="NVIDIA Tesla K80 datasheet: 24 GB GDDR5 per board, 12 GB per GK210"),
+    "p100": dict(memory_gb=16.0, memory_source="NVIDIA Tesla P100 datasheet (SXM2): 16 GB CoWoS HBM2"),
+    "v100": dict(memory_gb=32.0, memory_source="NVIDIA Tesla V100 datasheet (SXM2): 32 GB HBM2 (16 GB model too)"),
+    "a100": dict(memory_gb=80.0, memory_source="NVIDIA A100 Tensor Core GPU datasheet: SXM4 80 GB HBM2e"),
+    "h100": dict(memory_gb=80.0, memory_source="NVIDIA H100 Tensor Core GPU datasheet: SXM5 80 GB HBM3"),
+    "h200": dict(memory_gb=141.0, memory_source="NVIDIA H200 Tensor Core GPU datasheet: SXM 141 GB HBM3e"),
+    # --- the presets of issue 27
+    "k20x": dict(memory_gb=6.0, memory_source="Microway K20X spec list; AnandTech Tesla table: 6 GB GDDR5"),
+    "p40": dict(memory_gb=24.0, memory_source="NVIDIA P40 spec via omegaco.ae: 24 GB GDDR5"),
+    "a800": dict(memory_gb=80.0, memory_source="huggingface.co/hardware/a800 (secondhand): 80 GB HBM2e"),
+    "h100-pcie": dict(memory_gb=80.0, memory_source="NVIDIA H100 PCIe table (HPC Tech mirror): 80 GB HBM2e"),
+    "rtx5090": dict(memory_gb=32.0, memory_source="Linux Format May 2025 RTX 5090 review: 32 GB GDDR7"),
+}
+
 GPUS = {g.name: g for g in [
     # The K80 board carries two GK210 GPUs; figures are per GPU = half the board.
     # Board: 8.73 TFLOP/s FP32 with GPU Boost, 480 GB/s (NVIDIA Tesla K80 datasheet, 2014).
     # GK210 has no fast FP16 path, so FP16 runs at the FP32 rate.
-    GPU("k80", 8.73 / 2, 8.73 / 2, 480 / 2, "NVIDIA Tesla K80 datasheet (per board 8.73 TFLOP/s boost, 480 GB/s; halved per GK210)"),
+    GPU("k80", 8.73 / 2, 8.73 / 2, 480 / 2, "NVIDIA Tesla K80 datasheet (per board 8.73 TFLOP/s boost, 480 GB/s; halved per GK210)",
+        **MEMORY["k80"]),
     # P100 SXM2: 10.6 FP32, 21.2 FP16, 732 GB/s HBM2 (NVIDIA Tesla P100 datasheet, 2016).
-    GPU("p100", 10.6, 21.2, 732, "NVIDIA Tesla P100 datasheet (SXM2)"),
+    GPU("p100", 10.6, 21.2, 732, "NVIDIA Tesla P100 datasheet (SXM2)", **MEMORY["p100"]),
     # V100 SXM2: 15.7 FP32, 125 tensor FP16, 900 GB/s HBM2 (NVIDIA Tesla V100 datasheet, 2017).
-    GPU("v100", 15.7, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)"),
+    GPU("v100", 15.7, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)", **MEMORY["v100"]),
     # A100 SXM4 80GB: 19.5 FP32, 312 BF16/FP16 tensor dense, 2039 GB/s (NVIDIA A100 datasheet).
-    GPU("a100", 19.5, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)"),
+    GPU("a100", 19.5, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)", **MEMORY["a100"]),
     # H100 SXM5: 67 FP32, 989.5 BF16 tensor dense (1979 with sparsity), 3.35 TB/s (NVIDIA H100 datasheet).
-    GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)"),
+    GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)", **MEMORY["h100"]),
     # H200 SXM: same compute as H100 SXM, 4.8 TB/s HBM3e (NVIDIA H200 datasheet).
-    GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)"),
+    GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)", **MEMORY["h200"]),
     # --- presets for the published cases of issue 27 (sources: figures read from the pages named)
     # K20X: 3.95 TFLOP/s FP32, 250 GB/s, 6 GB (Microway "Tesla K20 GPU Accelerator Up Close" spec
     # list; AnandTech show/8729 Tesla table). GK110 has no fast FP16: FP16 at the FP32 rate.
-    GPU("k20x", 3.95, 3.95, 250, "Microway K20/K20X spec list; AnandTech Tesla table (3.95 SP, 250 GB/s)"),
+    GPU("k20x", 3.95, 3.95, 250, "Microway K20/K20X spec list; AnandTech Tesla table (3.95 SP, 250 GB/s)", **MEMORY["k20x"]),
     # P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOP/s FP32, 346 GB/s (reseller page quoting NVIDIA,
     # omegaco.ae; sysrqmts.com/gpuark.com spec pages). GP102's FP16 is 1:64: FP16 training runs at
     # the FP32 rate, so fp16_tflops = fp32_tflops.
-    GPU("p40", 11.76, 11.76, 346, "NVIDIA P40 spec via omegaco.ae (346 GB/s); 3840 x 2 x 1.531 GHz = 11.76"),
+    GPU("p40", 11.76, 11.76, 346, "NVIDIA P40 spec via omegaco.ae (346 GB/s); 3840 x 2 x 1.531 GHz = 11.76", **MEMORY["p40"]),
     # A800 SXM4 80GB: an A100 with NVLink cut to 400 GB/s bidirectional; compute and HBM unchanged
     # (tweakers.net news 203182 citing Reuters; aiwiki.ai nvidia_a800; hmc-tech.com spec page).
-    GPU("a800", 19.5, 312, 2039, "A100 figures (NVIDIA A100 datasheet); A800 = A100 with reduced NVLink (press)"),
+    GPU("a800", 19.5, 312, 2039, "A100 figures (NVIDIA A100 datasheet); A800 = A100 with reduced NVLink (press)", **MEMORY["a800"]),
     # H100 PCIe: 51 FP32, 1513 FP16 tensor with sparsity -> 756 dense, 2000 GB/s (NVIDIA table on
     # archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html; NVIDIA product brief PB-11133-001).
-    GPU("h100-pcie", 51, 756, 2000, "NVIDIA H100 PCIe table (HPC Tech mirror), product brief PB-11133-001"),
+    GPU("h100-pcie", 51, 756, 2000, "NVIDIA H100 PCIe table (HPC Tech mirror), product brief PB-11133-001", **MEMORY["h100-pcie"]),
     # RTX 5090: 21,760 cores x 2 x 2.407 GHz = 104.8 FP32, 1792 GB/s (Linux Format May 2025 review;
     # Spheron datasheet table). FP16 tensor 838 sparse FP16-accumulate -> 419 dense -> 209.5 with
     # FP32 accumulate (GeForce half rate, inferred from the RTX 4090's published rates).
-    GPU("rtx5090", 104.8, 209.5, 1792, "Linux Format May 2025 RTX 5090 review; Spheron spec table"),
+    GPU("rtx5090", 104.8, 209.5, 1792, "Linux Format May 2025 RTX 5090 review; Spheron spec table", **MEMORY["rtx5090"]),
 ]}
 
 # Streaming multiprocessors per GPU: what an NCCL channel's block takes from compute

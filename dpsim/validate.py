@@ -21,6 +21,9 @@ What is predicted, per kind of case:
   speedup             throughput on all GPUs / throughput on base_gpus; within 25%.
   relative_throughput throughput of the case's scenario / the same with `versus`' overrides
                       (BytePS against a ring, say); within 25%.
+  memory_per_gpu      GB per GPU of the model states, dpsim.memory's parameters + gradients +
+                      optimizer state for a custom model of model_params parameters (no
+                      simulation); within 25%.
 Training cases keep dpsim's defaults for everything the table does not set (synthetic data,
 25 MiB buckets overlapping backward); their compute comes from a measured one-GPU rate where
 ONE_GPU_RATES lists the GPU, model and precision, else from 0.6 of peak.
@@ -33,7 +36,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import config, hardware, sections
+from . import config, hardware, memory, sections
 from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate, with_gpus
@@ -64,7 +67,7 @@ def _count(case, key) -> int:
 
 # [case.dpsim] keys that are about the case, not the scenario.
 CASE_KEYS = ("assumes", "why_off", "needs", "base_gpus", "versus", "node", "model", "batch", "precision",
-             "strategy", "nodes", "gpus_per_node")
+             "strategy", "nodes", "gpus_per_node", "model_params", "optimizer")
 
 
 def _sections(d) -> dict:
@@ -94,6 +97,9 @@ def scenario(case) -> dict:
     if case["what"] == "allreduce_busbw":
         return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
                                            "sync.segment_mib": NCCL_SEGMENT_MIB})
+    if case["what"] == "memory_per_gpu":
+        return {**sc, "model": {"params": d["model_params"], "flops_per_sample": 1.0},
+                "compute": {"precision": d["precision"]}, "training": {"optimizer": d["optimizer"]}}
     sc["model"] = {"preset": d["model"]} if isinstance(d["model"], str) else dict(d["model"])
     sc["compute"] = {"precision": d.get("precision", "fp32"), **rest.get("compute", {})}
     sc["training"] = {"batch_per_gpu": d["batch"], **rest.get("training", {})}
@@ -146,6 +152,9 @@ def predict(case) -> float:
         n, nbytes = sc.gpus, case.get("message_bytes", GIB)
         per_gb = 8 if case["unit"] == "Gbit/s" else 1
         return per_gb * 2 * (n - 1) / n * nbytes / collective_time(sc, nbytes) / 1e9
+    if case["what"] == "memory_per_gpu":
+        held = memory.per_gpu(sc)
+        return (held["parameters"] + held["gradients"] + held["optimizer_state"]) / 1e9
     if case["what"] == "relative_throughput":
         return _throughput(sc) / _throughput(config.load_scenario(sc, d["versus"]))
     base = d.get("base_gpus", 1)
@@ -221,7 +230,7 @@ def describe(case) -> str:
 
 
 SHORT = {"allreduce_busbw": "busbw", "scaling_efficiency": "efficiency", "speedup": "speed-up",
-         "relative_throughput": "relative"}
+         "relative_throughput": "relative", "memory_per_gpu": "memory"}
 
 
 def format_off(row) -> str:

@@ -91,7 +91,7 @@ def validated():
     return validate.validate()
 
 
-@pytest.mark.parametrize("word, within, count", [("Forty-four predicted cases land within tolerance", True, 44),
+@pytest.mark.parametrize("word, within, count", [("Forty-eight predicted cases land within tolerance", True, 48),
                                                  ("eighteen do not", False, 18)])
 def test_validate_counts_in_prose(validated, word, within, count):
     rows = [r for r in validated if r.role == "predicted"]

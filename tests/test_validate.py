@@ -36,7 +36,7 @@ def test_an_unstated_fact_is_a_stated_assumption():
 def test_names_are_unique_and_kinds_known():
     names = [c["name"] for c in CASES]
     assert len(names) == len(set(names))
-    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup", "relative_throughput"}
+    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup", "relative_throughput", "memory_per_gpu"}
 
 
 def test_predicted_cases_are_the_majority_and_at_least_30():
