@@ -154,8 +154,6 @@ SM_COUNT = {"k80": 13, "p100": 56, "v100": 80, "a100": 108, "h100": 132, "h200":
 # roadmap); ~1 us one way including the switch (Mellanox/NVIDIA ConnectX-5/6/7 datasheets quote
 # 0.6 us adapter latency).
 LINKS = {l.name: l for l in [
-    # PCIe 2.0 x16: 5 GT/s x 16 lanes, 8b/10b -> 8 GB/s (PCI-SIG PCIe 2.0 base specification); the K20X's bus.
-    Link("pcie2", "pcie", 8.0, 1.0, "PCI-SIG PCIe 2.0 x16: 5 GT/s x 16 lanes, 8b/10b"),
     Link("pcie3", "pcie", 15.75, 1.0, "PCI-SIG PCIe 3.0 x16: 8 GT/s x 16 lanes, 128b/130b"),
     Link("pcie4", "pcie", 31.5, 1.0, "PCI-SIG PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b"),
     Link("pcie5", "pcie", 63.0, 1.0, "PCI-SIG PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b"),

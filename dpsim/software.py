@@ -11,8 +11,9 @@
            one NcclAllReduce per variable (tensorflow/benchmarks#71 stack trace), i.e. per
            layer VARIABLES_PER_LAYER calls (a weight and a bias, or a norm's scale and shift),
            no buckets.
-Every call pays `sync.call_overhead_us`, NCCL's fixed cost of one collective: the base latency
-of its Simple-protocol ring, 8.4 us, in NCCL's own tuning model (src/graph/tuning.cc,
+Every call pays `sync.call_overhead_us` (default 0, the textbook collective); NCCL's fixed cost
+of one collective is NCCL_CALL_US: the base latency of its Simple-protocol ring, 8.4 us, in
+NCCL's own tuning model (src/graph/tuning.cc,
 baseLat; measured 8-byte all-reduces on one node take 12-15 us with the hops included,
 NVIDIA/nccl#527, deepseek-ai/DeepEP#303). It applies to direct (NCCL-style) calls; a
 host-staged MPI message pays sync.message_overhead_us per message instead.
@@ -24,6 +25,7 @@ Cost of one bucket synchronised at time `ready` (seconds after backward starts):
 import math
 
 FRAMEWORKS = ("ddp", "horovod", "tf1")
+NCCL_CALL_US = 8.4      # src/graph/tuning.cc baseLat, Ring / Simple
 VARIABLES_PER_LAYER = 2
 
 

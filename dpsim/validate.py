@@ -12,7 +12,8 @@ set a dpsim default, e.g. a transport's efficiency; shown and not scored).
 What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
                       bucket, without overlap, strategy ring unless the table names another,
-                      timed alone (dpsim.collective_time, with its call's fixed cost): bus
+                      timed alone (dpsim.collective_time, with NCCL's fixed cost per call,
+                      software.NCCL_CALL_US, which every case's calls pay): bus
                       bandwidth = 2(n-1)/n x bytes / time, as nccl-tests reports it. Each step's
                       chunk is pipelined in segments of NCCL_SEGMENT_MIB (sync.segment_mib), as
                       NCCL's kernels do. Within tolerance: predicted/published in 0.75-1.25.
@@ -36,7 +37,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import config, hardware, memory, sections
+from . import config, hardware, memory, sections, software
 from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate, with_gpus
@@ -93,7 +94,8 @@ def scenario(case) -> dict:
     cluster = {"nodes": _count(case, "nodes"), "gpus_per_node": _count(case, "gpus_per_node"),
                **({"node": d["node"]} if "node" in d else {}), **rest.get("cluster", {})}
     sc = {"name": case["name"], "description": case["what"], "source": case["source"], "cluster": cluster,
-          "sync": {"strategy": d.get("strategy", "ring"), **rest.get("sync", {})}}
+          "sync": {"strategy": d.get("strategy", "ring"), "call_overhead_us": software.NCCL_CALL_US,
+                   **rest.get("sync", {})}}
     if case["what"] == "allreduce_busbw":
         return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
                                            "sync.segment_mib": NCCL_SEGMENT_MIB})
