@@ -200,6 +200,9 @@ def _check_resolves(sc: Scenario, given_preset: str):
         raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
                             "strategy = \"ps\" and ps_location = \"cpu\"")
     strategies.hook(sc.sync.strategy, "check")(sc)
+    if sc.sync.ps_pull == "before-forward" and sc.gpus > 1 and sc.sync.strategy not in strategies.PULLS_BEFORE_FORWARD:
+        raise ScenarioError("sync.ps_pull", f"'before-forward' needs a strategy with a server to pull from: "
+                            f"{', '.join(strategies.PULLS_BEFORE_FORWARD)}")
     if sc.sync.compression == "powersgd":
         strategies.powersgd.check(sc, sc.model_spec())
     if sc.sync.strategy == "none" and sc.gpus > 1:

@@ -9,7 +9,9 @@ Buckets are synchronised one after another in backward order (one communication 
 in NCCL and DDP). With `overlap = true` a bucket's sync starts as soon as backward has
 produced it on every GPU, so communication hides behind the rest of backward; otherwise all
 of it waits for the end of backward. The kernels of a sync that overlaps backward are
-assumed not to slow backward down (NCCL uses a few SMs; we ignore them).
+slow backward down by the SMs and memory bandwidth they take (dpsim.contention).
+With training.accumulation_steps = k, k - 1 micro-batches compute (forward and backward)
+without a sync before the one above: one sync per k micro-batches.
 
 GPUs can differ: `cluster.gpu_speed` gives each a speed factor and `compute.jitter` draws a
 random factor per GPU and iteration (seeded). Every step waits for the slowest GPU.
@@ -36,7 +38,7 @@ import random
 
 import simpy
 
-from . import derived, strategies, workload
+from . import contention, derived, software, strategies, transports, workload
 from .cluster import Cluster
 from .machine import Machine
 from .network import Network
@@ -49,9 +51,9 @@ def build_cluster(sc) -> Cluster:
     """The scenario's cluster, its links as the ranks see them (dpsim.derived)."""
     c = sc.cluster
     intra, host_link = derived.node_links(sc)
-    inter = sc.link_spec("inter")
+    inter = transports.inter_link(sc)
     return Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
-                   c.nics_per_node, derived.gpudirect(c.gpudirect, inter))
+                   c.nics_per_node, transports.gpudirect(sc, derived.gpudirect(c.gpudirect, inter)))
 
 
 class Engine:
@@ -73,6 +75,7 @@ class Engine:
         many = len(self.ranks) > 1
         self.allreduce = strategies.allreduce_for(s, None, cpu_update_s, self.work.buckets) if many else None
         self.allreduce_full = strategies.allreduce_for(s, "none", cpu_update_s) if many else None
+        self.pull = strategies.pull_for(s) if many else None
         hook = lambda name: strategies.hook(s.strategy if many else "none", name)
         self.before_forward, self.after_forward = hook("before_forward"), hook("after_forward")
         self.broadcast_weights = hook("broadcast_weights")
@@ -82,7 +85,10 @@ class Engine:
         self.rng = random.Random(sc.training.seed)
         self.slowness = derived.slowness(sc)        # shared devices (dpsim.sharing) over speed factors
         self.update_s = self.work.update_s * derived.device_sharing(sc) * hook("update_fraction")(len(self.ranks))
-        self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
+        self.global_batch = sc.training.batch_per_gpu * len(self.ranks) * sc.training.accumulation_steps
+        self.call_s = software.call_overhead_s(sc)
+        self.contended = contention.applies(sc)
+        self.syncing = []           # (start, end, bytes sent) of this iteration's bucket syncs
 
     # -- pieces of an iteration
     def _factors(self):
@@ -106,13 +112,38 @@ class Engine:
         phases["exposed_comm"] += self.env.now - start
 
     def sync_gradients(self, backward_start, slowest, allreduce):
-        """Synchronise every bucket in order, each once it is ready (or after backward)."""
-        w, overlap = self.work, self.sc.sync.overlap
+        """Synchronise every bucket in order, each once it is ready (or after backward) and its
+        framework launches it (dpsim.software), each call paying its fixed cost; every
+        bucket's (start, end, bytes GPU 0 sent) goes to self.syncing (dpsim.contention)."""
+        w, s, env = self.work, self.sc.sync, self.env
         for bucket in w.buckets:
-            ready = backward_start + (bucket.ready_s if overlap else w.backward_s) * slowest
-            if ready > self.env.now:
-                yield self.env.timeout(ready - self.env.now)
+            ready = backward_start + software.cycle_start((bucket.ready_s if s.overlap else w.backward_s) * slowest, s)
+            if ready > env.now:
+                yield env.timeout(ready - env.now)
+            start, sent = env.now, self.net.bytes_sent.get(self.ranks[0], 0.0)
+            if self.call_s:
+                yield env.timeout(bucket.calls * self.call_s)
             yield from allreduce(self.machine, self.ranks, bucket.nbytes)
+            self.syncing.append((start, env.now, self.net.bytes_sent.get(self.ranks[0], 0.0) - sent))
+
+    def _contention(self, backward_start, factors, phases):
+        """Stretch backward by what the syncs it overlapped took from it (dpsim.contention)."""
+        busy, rate = contention.overlap(self.syncing, backward_start, self.env.now)
+        extra = busy * contention.slowdown(self.sc, rate)
+        if extra > 0:
+            yield self._compute("contention", extra, [1.0] * len(factors))
+            phases["compute"] += extra
+
+    def micro_batches(self, factors, phases):
+        """Gradient accumulation: the first k - 1 micro-batches compute without a sync."""
+        w, mean, slowest = self.work, sum(factors) / len(factors), max(factors)
+        for _ in range(self.sc.training.accumulation_steps - 1):
+            start = self.env.now
+            yield from self.pipeline.next_batch()
+            phases["data_wait"] += self.env.now - start
+            yield self._compute("forward+backward", w.forward_s + w.backward_s, factors)
+            phases["compute"] += (w.forward_s + w.backward_s) * mean
+            phases["straggler_wait"] += (w.forward_s + w.backward_s) * (slowest - mean)
 
     def _layered(self, name, passing, seconds, factors, slowest, phases):
         """A pass the strategy runs unit by unit (ZeRO-3: gather, compute, reduce-scatter): the
@@ -131,21 +162,28 @@ class Engine:
             sync = env.process(self.sync_gradients(backward_start, slowest,
                                                    self.allreduce if compressed else self.allreduce_full))
         yield self._compute("backward", w.backward_s, factors)
+        if self.allreduce is not None and self.contended:
+            yield from self._contention(backward_start, factors, phases)
+        backward_end = env.now
         if self.allreduce is not None:
             yield sync
-            wait = env.now - (backward_start + w.backward_s * slowest)
+            self.syncing.clear()
+            wait = env.now - backward_end
             exposed, codec = split_sync_wait(wait, self.machine.codec_s - codec_before)
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
 
     def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
+        factors = self._factors()
+        slowest, mean = max(factors), sum(factors) / len(factors)
+        yield from self.micro_batches(factors, phases)
         start = env.now
         yield from self.pipeline.next_batch()
         phases["data_wait"] += env.now - start
-        factors = self._factors()
-        slowest, mean = max(factors), sum(factors) / len(factors)
         yield from self._communicate(self.before_forward(self.machine, self.ranks, w, batch), phases)
+        if self.pull is not None:
+            yield from self._communicate(self.pull(self.machine, self.ranks, w.grad_bytes), phases)
         if self.forward_pass is None:
             yield self._compute("forward", w.forward_s, factors)
         else:
@@ -227,6 +265,7 @@ class Engine:
         def main():
             yield from self.broadcast_weights(self.machine, self.ranks, self.work)
             for bucket in self.work.buckets:
+                yield self.env.timeout(bucket.calls * self.call_s)
                 yield from self.allreduce(self.machine, self.ranks, bucket.nbytes)
 
         self.env.run(until=self.env.process(main()))

@@ -43,7 +43,7 @@ class Link:
         return self.bandwidth_gbs * (self.efficiency or EFFICIENCY[self.kind][0])
 
 
-LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "roce", "infiniband")
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "roce", "infiniband", "efa")
 
 # Achievable bandwidth / nominal, per link kind: what a long transfer between two endpoints
 # reaches, measured by a primitive test (a copy, a ping-pong), never by an all-reduce.
@@ -71,6 +71,10 @@ EFFICIENCY = {
     # (github.com/NVIDIA/nccl-tests/issues/119); ib_write_bw on 100G: 11,728 MB/s
     # (github.com/linux-rdma/perftest/issues/225).
     "infiniband": (0.96, "NCCL maintainer: 24 of 25 GB/s per HDR NIC, 12 of 12.5 per EDR"),
+    # AWS Elastic Fabric Adapter (SRD through libfabric): two p3dn nodes moved 80 of 100 Gb/s
+    # through NCCL over one EFA (github.com/NVIDIA/nccl/issues/235, summarising 2019 runs), the
+    # closest to a two-endpoint transport figure the sources give.
+    "efa": (0.80, "NCCL over one p3dn EFA, 2 nodes: 80 of 100 Gb/s (NVIDIA/nccl#235)"),
 }
 
 # ------------------------------------------------------------------ memory per GPU (dpsim.memory)
@@ -83,6 +87,12 @@ MEMORY = {
     "a100": dict(memory_gb=80.0, memory_source="NVIDIA A100 Tensor Core GPU datasheet: SXM4 80 GB HBM2e"),
     "h100": dict(memory_gb=80.0, memory_source="NVIDIA H100 Tensor Core GPU datasheet: SXM5 80 GB HBM3"),
     "h200": dict(memory_gb=141.0, memory_source="NVIDIA H200 Tensor Core GPU datasheet: SXM 141 GB HBM3e"),
+    # --- the presets of issue 27
+    "k20x": dict(memory_gb=6.0, memory_source="Microway K20X spec list; AnandTech Tesla table: 6 GB GDDR5"),
+    "p40": dict(memory_gb=24.0, memory_source="NVIDIA P40 spec via omegaco.ae: 24 GB GDDR5"),
+    "a800": dict(memory_gb=80.0, memory_source="huggingface.co/hardware/a800 (secondhand): 80 GB HBM2e"),
+    "h100-pcie": dict(memory_gb=80.0, memory_source="NVIDIA H100 PCIe table (HPC Tech mirror): 80 GB HBM2e"),
+    "rtx5090": dict(memory_gb=32.0, memory_source="Linux Format May 2025 RTX 5090 review: 32 GB GDDR7"),
 }
 
 GPUS = {g.name: g for g in [
@@ -101,7 +111,33 @@ GPUS = {g.name: g for g in [
     GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)", **MEMORY["h100"]),
     # H200 SXM: same compute as H100 SXM, 4.8 TB/s HBM3e (NVIDIA H200 datasheet).
     GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)", **MEMORY["h200"]),
+    # --- presets for the published cases of issue 27 (sources: figures read from the pages named)
+    # K20X: 3.95 TFLOP/s FP32, 250 GB/s, 6 GB (Microway "Tesla K20 GPU Accelerator Up Close" spec
+    # list; AnandTech show/8729 Tesla table). GK110 has no fast FP16: FP16 at the FP32 rate.
+    GPU("k20x", 3.95, 3.95, 250, "Microway K20/K20X spec list; AnandTech Tesla table (3.95 SP, 250 GB/s)", **MEMORY["k20x"]),
+    # P40: 3840 cores x 2 x 1.531 GHz = 11.76 TFLOP/s FP32, 346 GB/s (reseller page quoting NVIDIA,
+    # omegaco.ae; sysrqmts.com/gpuark.com spec pages). GP102's FP16 is 1:64: FP16 training runs at
+    # the FP32 rate, so fp16_tflops = fp32_tflops.
+    GPU("p40", 11.76, 11.76, 346, "NVIDIA P40 spec via omegaco.ae (346 GB/s); 3840 x 2 x 1.531 GHz = 11.76", **MEMORY["p40"]),
+    # A800 SXM4 80GB: an A100 with NVLink cut to 400 GB/s bidirectional; compute and HBM unchanged
+    # (tweakers.net news 203182 citing Reuters; aiwiki.ai nvidia_a800; hmc-tech.com spec page).
+    GPU("a800", 19.5, 312, 2039, "A100 figures (NVIDIA A100 datasheet); A800 = A100 with reduced NVLink (press)", **MEMORY["a800"]),
+    # H100 PCIe: 51 FP32, 1513 FP16 tensor with sparsity -> 756 dense, 2000 GB/s (NVIDIA table on
+    # archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html; NVIDIA product brief PB-11133-001).
+    GPU("h100-pcie", 51, 756, 2000, "NVIDIA H100 PCIe table (HPC Tech mirror), product brief PB-11133-001", **MEMORY["h100-pcie"]),
+    # RTX 5090: 21,760 cores x 2 x 2.407 GHz = 104.8 FP32, 1792 GB/s (Linux Format May 2025 review;
+    # Spheron datasheet table). FP16 tensor 838 sparse FP16-accumulate -> 419 dense -> 209.5 with
+    # FP32 accumulate (GeForce half rate, inferred from the RTX 4090's published rates).
+    GPU("rtx5090", 104.8, 209.5, 1792, "Linux Format May 2025 RTX 5090 review; Spheron spec table", **MEMORY["rtx5090"]),
 ]}
+
+# Streaming multiprocessors per GPU: what an NCCL channel's block takes from compute
+# (dpsim.contention). K80 GK210: 13 SMX; P100: 56 SMs; V100: 80; A100: 108; H100 SXM: 132;
+# H200: 132 (NVIDIA architecture whitepapers: Kepler GK210, Pascal GP100, Volta GV100, Ampere
+# GA100, Hopper GH100); K20X 14 SMX (2688 / 192 cores); P40 30; A800 108; H100 PCIe 114;
+# RTX 5090 170 (presets' sources above).
+SM_COUNT = {"k80": 13, "p100": 56, "v100": 80, "a100": 108, "h100": 132, "h200": 132,
+            "k20x": 14, "p40": 30, "a800": 108, "h100-pcie": 114, "rtx5090": 170}
 
 # PCIe: per-lane rate x 16 lanes x line-code efficiency (PCI-SIG base specifications):
 #   3.0: 8 GT/s, 128b/130b -> 15.75 GB/s; 4.0: 16 GT/s -> 31.5 GB/s; 5.0: 32 GT/s -> 63 GB/s.
@@ -143,6 +179,21 @@ LINKS = {l.name: l for l in [
     Link("ib-edr", "infiniband", 12.5, 1.0, "InfiniBand EDR 4x: 100 Gb/s; ConnectX-5 datasheet 0.6 us + switch"),
     Link("ib-hdr", "infiniband", 25.0, 1.0, "InfiniBand HDR 4x: 200 Gb/s; ConnectX-6 datasheet 0.6 us + switch"),
     Link("ib-ndr", "infiniband", 50.0, 1.0, "InfiniBand NDR 4x: 400 Gb/s; ConnectX-7 datasheet + switch"),
+    # --- links for the published cases of issue 27
+    Link("20gbe", "ethernet", 2.5, 25.0, "a 20 Gb/s cloud TCP network (BytePS README): 20 / 8"),
+    Link("50gbe", "ethernet", 6.25, 25.0, "IEEE 802.3 50 Gb/s line rate (Goyal et al. 2017: 50 Gbit Ethernet)"),
+    # FDR 4x: 14.0625 Gb/s per lane, 64b/66b -> 54.55 Gb/s of data (infiniband.jp spec table;
+    # advancedclustering.com "InfiniBand Types and Speeds").
+    Link("ib-fdr", "infiniband", 6.82, 1.0, "InfiniBand FDR 4x: 54.55 Gb/s of data (64b/66b)"),
+    # AWS EFA: p4d 4 x 100 Gb/s (AWS blog "Amazon EC2 P4d instances deep dive", 2020: 400 Gbps);
+    # p5 up to 32 x 100 Gb/s = 3200 Gb/s (AWS EC2 User Guide, p5-efa). One preset is one EFA
+    # device: set nics_per_node to the instance's count. Latency: fi_pingpong over EFA,
+    # 1 KiB 24-26 us per transfer (ComputeCanada/puppet-magic_castle PR 331; an upper bound).
+    Link("efa-100", "efa", 12.5, 25.0, "AWS EFA device, 100 Gb/s (p3dn 1, p4d 4, p5 32 per node)"),
+    # H100 PCIe NVLink bridge: 600 GB/s bidirectional (NVIDIA table, HPC Tech mirror) -> 300 each way.
+    Link("nvlink-bridge-h100", "nvlink", 300.0, 1.0, "H100 PCIe NVLink bridge: 600 GB/s bidirectional", links=12),
+    # A800 NVSwitch: 400 GB/s bidirectional (press; DeepSeek-V3 issue 28 for the H800) -> 200 each way.
+    Link("nvswitch-a800", "nvswitch", 200.0, 1.0, "A800 NVLink: 400 GB/s bidirectional (8 NVLink 3 links)", links=8),
 ]}
 
 

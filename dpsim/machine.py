@@ -19,6 +19,10 @@ receiver's PCIe paths to the host instead of going peer to peer, and pays
 `sync.message_overhead_us` of software time (a device-to-host copy launch, the MPI call, a
 host-to-device copy launch, stream synchronisations) on top of the links' latencies.
 Direct messages (NCCL, CUDA-aware MPI) pay only the links' latencies.
+Peer-to-peer off (`cluster.p2p = false`: GeForce cards, a disabled ACS path) a direct message
+between two GPUs of a node goes through a pinned bounce buffer in host memory: two copies one
+after the other (GPU to host, then host to GPU), each at its PCIe path's pinned-copy rate
+(0.77-0.82 of line rate, bandwidthTest/nvbandwidth; hardware.EFFICIENCY), not one hop.
 
 Pipelining (`sync.segment_mib` > 0, as mpi_impl does by default and NCCL always does): a
 step that receives a chunk and adds it (`send_reduce`) moves it in k segments and adds
@@ -57,7 +61,7 @@ class Machine:
 
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, *, trace=None,
                  fast=True, staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0,
-                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf):
+                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf, p2p=True):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         # fast=False or a trace (which needs every round's spans): simulate every round (the detailed path)
         self.replay = Replay(env, net) if fast and trace is None else None
@@ -72,6 +76,7 @@ class Machine:
         self.wakeup = wakeup_s      # per message between ranks: the receiver waits to be scheduled
         self.segment = segment_bytes  # pipeline segment of send_reduce; 0 = the textbook step
         self.flops_per_s = flops_per_s  # what the codec's matrix products reach (PowerSGD)
+        self.p2p = p2p              # False: GPU to GPU inside a node is two copies through host memory
 
     @classmethod
     def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
@@ -81,7 +86,7 @@ class Machine:
                    kernel_launch_us=sc.compute.kernel_launch_us, sharing=derived.device_sharing(sc),
                    wakeup_s=derived.wakeup_s(sc), codec_gbs=sc.compute.codec_gbs,
                    segment_bytes=sc.sync.segment_mib * MIB,
-                   flops_per_s=derived.peak_tflops(sc) * 1e12 * sc.compute.efficiency)
+                   flops_per_s=derived.peak_tflops(sc) * 1e12 * sc.compute.efficiency, p2p=sc.cluster.p2p)
 
     @property
     def replayed_rounds(self) -> int:
@@ -112,7 +117,7 @@ class Machine:
         staged = self.staging == "host" if staged is None else staged
         replay = self.replay
         if replay is not None and replay.may_replay():
-            if isinstance(moves, AllPairs) and replay.idle() and list(moves.ranks) == self.cluster.gpus:
+            if isinstance(moves, AllPairs) and replay.idle() and list(moves.ranks) == self.cluster.gpus and self.p2p:
                 return replay.all_to_all((moves, staged), moves.ranks, moves.nbytes,
                                          lambda: symmetry.all_to_all(self, moves.nbytes, staged))
             return replay.step((tuple(moves), staged), lambda: self._send(moves, label, staged))
@@ -124,10 +129,24 @@ class Machine:
 
     def _send(self, moves, label, staged):
         overhead = self.message_overhead(staged)
-        events = [self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
+        events = [self.env.process(self._bounce(s, d, n, label)) if self._bounces(s, d, staged) else
+                  self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
         if staged and self.trace is not None:
             self._trace_staging(moves, events, overhead)
         return self.env.all_of(events)
+
+    def _bounces(self, src, dst, staged) -> bool:
+        """Peer-to-peer off (cluster.p2p = false): a direct GPU-to-GPU message inside a node
+        is staged through a pinned host buffer."""
+        return (not self.p2p and not staged and src.startswith("gpu") and dst.startswith("gpu")
+                and self.cluster.node_of(src) == self.cluster.node_of(dst))
+
+    def _bounce(self, src, dst, nbytes, label):
+        """Two copies, one after the other: the sender's GPU to host memory, then host memory
+        to the receiver's GPU (each at the pinned-copy rate of its PCIe path)."""
+        host = f"host{self.cluster.node_of(src)}"
+        yield self.net.transfer(self.cluster.route(src, host), src, host, nbytes, label)
+        yield self.net.transfer(self.cluster.route(host, dst), host, dst, nbytes, label)
 
     def _trace_staging(self, moves, events, overhead):
         """On each sending GPU's row of the timeline: the MPI call (`message_overhead`, once per

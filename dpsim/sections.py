@@ -9,7 +9,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from . import hardware, limits, strategies
+from . import hardware, limits, software, strategies, transports
 from .errors import ScenarioError
 from .specs import number
 from .vocabulary import COMPRESSIONS as COMPRESSION_NAMES
@@ -76,6 +76,15 @@ class ClusterConfig:
     # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
     # assumption; course calibrate measures what busy-polling ranks really wait.
     timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
+    # --- transports (dpsim.transports: each with its source)
+    p2p: bool = _spec(True, doc="GPU peer-to-peer inside a node; false = every GPU-to-GPU message is two "
+                      "copies through a pinned host buffer (GeForce cards: NVIDIA disables P2P)")
+    transport: str = _spec("auto", choices=transports.CHOICES, doc="software carrying bytes between nodes "
+                           "(dpsim.transports); auto = nccl-ib on infiniband/roce, efa on efa, tcp on ethernet")
+    # NCCL's socket transport on a generic NIC: 1 socket per channel, 2 channels per NIC
+    # (NCCL src/transport/net_socket.cc; maintainer in NVIDIA/nccl-tests#83).
+    socket_flows: int = _spec(2, positive=True, doc="TCP connections per NIC for transport nccl-socket "
+                              "(NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD x channels); default 2")
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,9 @@ class ComputeConfig:
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
     gpus_per_process: int = _spec(1, positive=True)
     dispatch_ms_per_gpu: float = _spec(0.0, nonneg=True)
+    # --- communication competing with compute (dpsim.contention)
+    contention: bool = _spec(True, doc="a direct (NCCL) sync slows the backward it overlaps by its channels' "
+                             "share of SMs and 3x its traffic's share of memory bandwidth (dpsim.contention)")
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,10 @@ class TrainingConfig:
     iterations: int = _spec(10, positive=True)
     warmup_iterations: int = _spec(2, nonneg=True)
     seed: int = _spec(0, nonneg=True)
+    # --- gradient accumulation: k micro-batches of batch_per_gpu, one sync after the last
+    accumulation_steps: int = _spec(1, positive=True, doc="micro-batches per optimizer step; gradients are "
+                                    "synchronised once, after the last (PyTorch no_sync / Horovod "
+                                    "backward_passes_per_step)")
     # Memory per GPU (dpsim.memory): the optimizer's state per parameter, and what a scenario
     # whose GPU memory does not hold it does.
     optimizer: str = _spec("sgd", choices=OPTIMIZERS, doc="sgd (with momentum: 4 bytes of state per parameter) "
@@ -176,6 +192,24 @@ class SyncConfig:
     update_location: str = _spec("gpu", choices=UPDATE_LOCATIONS, doc="cpu = the CPU parameter server applies the update (MXNet kvstore)")
     busy_poll: bool = _spec(False, doc="a rank waiting for a message spins on its device, as MPI does on CPU "
                             "cores (matters only when ranks outnumber devices)")
+    # --- software costs per call and per tensor (dpsim.software)
+    framework: str = _spec("ddp", choices=software.FRAMEWORKS, doc="how gradients become collective calls: ddp "
+                           "buckets, horovod fusion + cycle, tf1 one call per variable (dpsim.software)")
+    # 0 = the textbook collective, as sync.segment_mib's 0 is; NCCL's figure is 8.4 us, the base
+    # latency of its Simple-protocol ring call (src/graph/tuning.cc, baseLat), which dpsim
+    # validate sets for every published case (dpsim.software.NCCL_CALL_US).
+    call_overhead_us: float = _spec(0.0, nonneg=True, doc="fixed cost of one direct collective call; "
+                                    "NCCL's is 8.4 (dpsim.software.NCCL_CALL_US)")
+    # Horovod's defaults since v0.21.0: 128 MB fusion buffer, 1 ms cycle (docs/tensor-fusion.rst;
+    # CHANGELOG "Changed default cycle time from 5ms to 1ms and fusion threshold from 64MB to 128MB").
+    fusion_mib: float = _spec(128.0, positive=True, doc="framework horovod: HOROVOD_FUSION_THRESHOLD in MiB")
+    cycle_ms: float = _spec(1.0, nonneg=True, doc="framework horovod: HOROVOD_CYCLE_TIME in ms")
+    # NCCL uses 2 channels per NIC (NCCL maintainer, NVIDIA/nccl-tests#83); one CUDA block each.
+    ps_pull: str = _spec("with-push", choices=("with-push", "before-forward"), doc="ps, byteps: the workers get "
+                         "the sum back in the sync (with-push) or pull it before the next forward (TensorFlow 1.x)")
+    torus_x: int = _spec(0, nonneg=True, doc="strategy torus2d: GPUs per horizontal ring; 0 = a node's")
+    nccl_channels: int = _spec(2, positive=True, doc="NCCL channels (one CUDA block, one SM each) a "
+                               "collective runs on (dpsim.contention)")
     # Compression's own settings (dpsim/strategies/powersgd.py, topk.py). Rank 1 is PyTorch's
     # PowerSGDState default (matrix_approximation_rank); Vogels et al. (NeurIPS 2019) train
     # ResNet-18 on CIFAR-10 at rank 2. 1% is a setting of ours: no source calls it the best.

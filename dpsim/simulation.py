@@ -105,4 +105,4 @@ def memory_of(sc: Scenario) -> tuple[dict, bool | None]:
 
 
 def throughput(sc: Scenario, run: Run) -> float:
-    return sc.gpus * sc.training.batch_per_gpu / run.iteration_time_s
+    return sc.gpus * sc.training.batch_per_gpu * sc.training.accumulation_steps / run.iteration_time_s

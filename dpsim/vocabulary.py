@@ -22,6 +22,10 @@ ALGORITHMS = {
     "dataparallel": "PyTorch DataParallel: one process drives a node's GPUs and reduces into GPU 0",
     "mpi": "MPI's own MPI_Allreduce: the library picks an algorithm by message size",
     "nccl": "NCCL's all-reduce, run by the GPUs",
+    "double-tree": "NCCL's tree: reduce-scatter inside nodes, two binary trees across nodes, all-gather",
+    "torus2d": "2D torus (Sony 2018): reduce-scatter along rows, all-reduce down columns, all-gather",
+    "byteps": "BytePS push-pull: node reduce, push shards to CPU servers that sum, pull, node gather",
+    "nvls": "NVLink SHARP: the NVSwitch adds the gradients (multimem load-reduce and store)",
 }
 
 # Sharded data parallelism: strategies in both halves (dpsim's sync.strategy, mpi_impl.train's

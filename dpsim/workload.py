@@ -13,10 +13,10 @@ utilisation that shows up in a profile (the mxnet-vs-tf-4gpu scenario).
 With `compute.per_layer` each layer's share of backward is its time by its kind (FLOP-bound
 or, for norms, memory-bound) rather than its share of the FLOPs.
 """
+import dataclasses
 from dataclasses import dataclass
 
-from . import compute, derived
-from .vocabulary import MIB
+from . import compute, derived, software
 
 GRAD_BYTES_PER_PARAM = 4
 
@@ -47,6 +47,7 @@ class Bucket:
     nbytes: float
     ready_s: float      # seconds after backward starts when its last gradient is ready
     matrices: tuple = ()  # (rows, columns, layer name) of each matrix-shaped weight in it (PowerSGD)
+    calls: int = 1      # collective calls it takes (dpsim.software: tf1 calls once per variable)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,9 @@ def build(sc) -> Workload:
         fractions = model.backward_flops_fraction()
     matrices = [(*layer.matrix, layer.name) if layer.matrix else () for layer in reversed(model.layers)
                 if layer.params > 0]
-    buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB, matrices)
+    buckets = make_buckets(grads, fractions, backward_s, software.bucket_bytes(sc.sync), matrices)
+    if software.calls_per_bucket(sc.sync) > 1:
+        buckets = tuple(dataclasses.replace(b, calls=software.calls_per_bucket(sc.sync)) for b in buckets)
     inp, out = input_output_bytes(sc.model.preset)
     return Workload(forward_s, backward_s, compute.update_time_s(model.params, mem_bw),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

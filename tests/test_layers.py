@@ -27,7 +27,7 @@ ONLY_FROM = {("mpi_impl", "dpsim"): ("dpsim.vocabulary",)}
 # or the layers below. Every dpsim module is in one: a new module must be placed here.
 DPSIM_LAYERS = {
     "words and tables": ("vocabulary", "errors", "limits", "hardware", "models", "results", "compute",
-                         "sharing", "nvlink"),
+                         "sharing", "nvlink", "transports", "software", "contention"),
     "the wires": ("network", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
     "the scenario": ("specs", "sections", "overrides", "bands", "derived", "config"),

@@ -51,6 +51,7 @@ def test_strong_scaling_splits_the_global_batch_and_speeds_up_as_the_curve_says(
     # compute-bound (100 parameters, nothing to sync): n GPUs each run global/n samples, so
     # speed-up = t(G) / t(G/n) = (G + b_half) / (G/n + b_half)
     data = star(4, 10.0, 0.001, params=100)          # and next to no latency
+    data["sync"]["call_overhead_us"] = 0.0           # nor a call's fixed cost (dpsim.software)
     data["compute"] = {"half_batch": half_batch}
     data["training"] = {"global_batch": global_batch}
     sc = dpsim.load_scenario(data)

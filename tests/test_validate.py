@@ -1,6 +1,7 @@
-"""dpsim validate: every published case maps to a scenario or says why not, the bus bandwidth it
-predicts agrees with the closed form, tolerances are applied as stated, and the command's
-table, JSON and exit codes agree with each other."""
+"""dpsim validate: every published case maps to a scenario (nothing skipped: an unstated fact is
+an assumption it states), the bus bandwidth it predicts agrees with the closed form, tolerances
+are applied as stated, only predicted cases are scored, and the command's table, JSON and exit
+codes agree with each other."""
 import json
 
 import pytest
@@ -8,34 +9,39 @@ import pytest
 from dpsim import analytic, config, hardware, validate
 
 CASES = validate.load_cases()
-KEYS = {"node", "gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect", "nodes", "gpus_per_node", "strategy",
-        "model", "batch", "precision", "assumes", "why_off", "skip", "model_params", "optimizer"}
 
 
 def expressed(what=None):
-    return [c for c in CASES if "skip" not in c["dpsim"] and what in (None, c["what"])]
+    return [c for c in CASES if what in (None, c["what"])]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_every_case_loads_as_a_scenario_or_says_why_not(case):
+def test_every_case_loads_as_a_scenario(case):
     d = case["dpsim"]
-    assert set(d) <= KEYS, set(d) - KEYS
-    if "skip" in d:
-        assert isinstance(d["skip"], str) and d["skip"].strip() and "\n" not in d["skip"]
-        assert set(d) == {"skip"}, "a skipped case has nothing else to say"
-        assert validate.scenario(case) is None
-        return
+    assert "skip" not in d, "every case is expressed; an unstated fact becomes an assumption"
     sc = config.load_scenario(validate.scenario(case))
-    assert d.get("node", "") in ("", *hardware.NODES)        # presets as shipped, nothing inline
-    assert d.get("gpu", hardware.NODES.get(d.get("node"), {}).get("gpu")) in hardware.GPUS
-    assert all(d[k] in hardware.LINKS for k in ("intra", "inter", "host_link") if k in d)
+    assert d.get("node", "") in ("", *hardware.NODES)
+    assert isinstance(d.get("gpu", "k80"), dict) or d.get("gpu", hardware.NODES.get(d.get("node"), {}).get("gpu")) in hardware.GPUS
+    assert all(d[k] in hardware.LINKS for k in ("intra", "inter", "host_link") if isinstance(d.get(k), str))
     assert sc.gpus == sc.cluster.nodes * sc.cluster.gpus_per_node > 1
+    assert case.get("role", "predicted") in ("predicted", "default")
+
+
+def test_an_unstated_fact_is_a_stated_assumption():
+    """A case whose source leaves its GPUs per node or nodes out says what dpsim assumed."""
+    silent = [c for c in CASES if not all(isinstance(c["hardware"][k], int) for k in ("nodes", "gpus_per_node"))]
+    assert silent and all(c["dpsim"].get("assumes", "").strip() for c in silent)
 
 
 def test_names_are_unique_and_kinds_known():
     names = [c["name"] for c in CASES]
     assert len(names) == len(set(names))
-    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup", "memory_per_gpu"}
+    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup", "relative_throughput", "memory_per_gpu"}
+
+
+def test_predicted_cases_are_the_majority_and_at_least_30():
+    roles = [c.get("role", "predicted") for c in CASES]
+    assert roles.count("predicted") >= 30 and roles.count("predicted") > len(roles) / 2
 
 
 def test_busbw_scenario_is_one_bucket_of_the_message_without_overlap():
@@ -45,19 +51,22 @@ def test_busbw_scenario_is_one_bucket_of_the_message_without_overlap():
     assert (sc.sync.bucket_mib, sc.sync.overlap, sc.sync.strategy) == (0, False, "ring")
 
 
-single_node = [c for c in expressed("allreduce_busbw") if config.load_scenario(validate.scenario(c)).cluster.nodes == 1]
+single_node = [c for c in expressed("allreduce_busbw") if config.load_scenario(validate.scenario(c)).cluster.nodes == 1
+               and str(c["dpsim"].get("intra", "")).startswith("nvswitch") and c["dpsim"].get("strategy", "ring") == "ring"]
 
 
 @pytest.mark.parametrize("case", single_node, ids=[c["name"] for c in single_node])
 def test_single_node_busbw_is_the_ring_closed_form(case):
     """Nothing contends on a switch inside one node: the ring's alpha-beta-gamma cost is exact,
-    at NVLink's achievable rate, its reduction pipelined in NCCL's slices."""
+    at NVLink's achievable rate, its reduction pipelined in NCCL's slices, plus the call's
+    fixed cost (sync.call_overhead_us)."""
     assert case["dpsim"]["intra"].startswith("nvswitch")
     sc = config.load_scenario(validate.scenario(case))
     n, m, link = sc.gpus, case.get("message_bytes", validate.GIB), sc.link_spec("intra")
     achievable = link.bandwidth_gbs * 1e9 * hardware.EFFICIENCY["nvswitch"][0]
     seconds = analytic.ring(n, m, 2 * link.latency_us * 1e-6, 1 / achievable,      # gpu > nvswitch > gpu: two hops
                             3 / (sc.gpu_spec().mem_bw_gbs * 1e9), segment=validate.NCCL_SEGMENT_MIB * 2 ** 20)
+    seconds += sc.sync.call_overhead_us * 1e-6
     assert validate.predict(case) == pytest.approx(2 * (n - 1) / n * m / seconds / 1e9, rel=0.01)
 
 
@@ -68,9 +77,9 @@ def test_single_node_cases_exist_for_the_oracle():
 def test_tolerances_as_stated():
     busbw = expressed("allreduce_busbw")[0]
     p = validate.predict(busbw)
-    assert validate.compare({**busbw, "value": p / 1.14}).within
-    assert validate.compare({**busbw, "value": p / 0.86}).within
-    assert not validate.compare({**busbw, "value": p / 1.16}).within
+    assert validate.compare({**busbw, "value": p / 1.24}).within
+    assert validate.compare({**busbw, "value": p / 0.76}).within
+    assert not validate.compare({**busbw, "value": p / 1.26}).within
     row = validate.compare({**busbw, "value": p / 2})
     assert row.off == pytest.approx(2) and not row.within
     eff = min(expressed("scaling_efficiency"), key=lambda c: config.load_scenario(validate.scenario(c)).gpus)
@@ -80,10 +89,13 @@ def test_tolerances_as_stated():
     assert validate.compare({**eff, "value": e - 10.1}).off == pytest.approx(10.1)
 
 
-def test_skipped_case_prints_its_reason_and_no_number():
-    case = next(c for c in CASES if "skip" in c["dpsim"])
+def test_a_case_that_set_a_default_is_shown_and_not_scored():
+    case = next(c for c in CASES if c.get("role") == "default")
     row = validate.compare(case)
-    assert (row.predicted, row.off, row.within, row.reason) == (None, None, None, case["dpsim"]["skip"])
+    assert row.role == "default" and row.predicted is not None
+    scored = validate.compare({**case, "role": "predicted", "value": row.predicted * 3})
+    assert validate.summary([row]).startswith("0 of 0 predicted cases")
+    assert validate.summary([scored]).startswith("0 of 1 predicted cases")
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +109,12 @@ def report():
 def test_json_has_one_row_per_case_and_the_summary_counts_them(report):
     rows = report["cases"]
     assert [r["name"] for r in rows] == [c["name"] for c in CASES]
-    compared = [r for r in rows if r["predicted"] is not None]
-    assert len(compared) == len(expressed())
-    assert report["summary"] == (f"{sum(r['within'] for r in compared)} of {len(compared)} cases within "
-                                 f"tolerance, {len(rows) - len(compared)} not expressible")
+    assert all(r["predicted"] is not None for r in rows)
+    scored = [r for r in rows if r["role"] == "predicted"]
+    others = [r for r in rows if r["role"] != "predicted"]
+    assert report["summary"] == (f"{sum(r['within'] for r in scored)} of {len(scored)} predicted cases within "
+                                 f"tolerance ({len(others)} more set a default and are not scored: "
+                                 f"{sum(r['within'] for r in others)} within)")
 
 
 def test_every_miss_says_why_and_no_hit_carries_a_reason(report):
@@ -122,7 +136,7 @@ def test_text_table_agrees_with_json(report, dpsim_command):
 
 
 def test_case_selects_rows_and_verbose_lists_sources(dpsim_cli):
-    names = [CASES[1]["name"], expressed()[0]["name"]]
+    names = [CASES[1]["name"], CASES[0]["name"]]
     code, out, err = dpsim_cli("validate", "--case", *names, "--verbose")
     assert code == 0, err
     assert [line.split()[0] for line in out.splitlines()[1:3]] == [c["name"] for c in CASES if c["name"] in names]

@@ -24,6 +24,7 @@ from functools import partial
 
 from . import (dataparallel, fp16, halving_doubling, hierarchical, mpi, onebit, ps, recursive_doubling, ring,
                sharded_ps)
+from . import byteps, nvls, torus2d, tree
 from . import powersgd, topk, zero1, zero2, zero3
 
 MODULES = {
@@ -35,6 +36,11 @@ MODULES = {
     "hierarchical": hierarchical,
     "dataparallel": dataparallel,
     "mpi": mpi,
+    # --- issue 27: NCCL's trees, 2D torus, BytePS, NVLink SHARP
+    "double-tree": tree,
+    "torus2d": torus2d,
+    "byteps": byteps,
+    "nvls": nvls,
     "zero1": zero1,         # dpsim.vocabulary.SHARDED
     "zero2": zero2,
     "zero3": zero3,
@@ -59,6 +65,18 @@ DEFAULT_HOOKS = {
 }
 
 
+PULLS_BEFORE_FORWARD = ("ps", "byteps")      # strategies with a pull of their own (sync.ps_pull)
+
+
+def pull_for(sync):
+    """The pull a [sync] table runs before forward (sync.ps_pull = "before-forward"), or None."""
+    if sync.ps_pull != "before-forward":
+        return None
+    if sync.strategy == "ps":
+        return partial(ps.pull, location=sync.ps_location)
+    return MODULES[sync.strategy].pull
+
+
 def hook(strategy: str, name: str):
     """The strategy's hook `name`, or the default (strategy "none": every default)."""
     return getattr(MODULES.get(strategy), name, DEFAULT_HOOKS[name])
@@ -74,6 +92,10 @@ def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0, buckets=()
     chosen = MODULES[sync.strategy].allreduce
     if sync.strategy == "ps":
         chosen = partial(chosen, location=sync.ps_location, update_s_per_param=cpu_update_s_per_param)
+    if sync.ps_pull == "before-forward":
+        chosen = partial(chosen, with_pull=False)
+    if sync.strategy == "torus2d":
+        chosen = partial(chosen, width=sync.torus_x)
     if compression == "powersgd":
         return powersgd.wrap(chosen, sync.powersgd_rank, buckets)
     if compression == "topk":

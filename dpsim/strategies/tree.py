@@ -1,0 +1,47 @@
+"""NCCL's double binary tree between nodes (Sanders, Speck & Traeff, "Two-tree algorithms for
+full bandwidth broadcast, reduction and scan", Parallel Computing 35(12), 2009; NCCL 2.4's
+tree all-reduce, NVIDIA developer blog "Massively Scale Your Deep Learning Training with NCCL
+2.4").
+
+Inside each node the GPUs reduce-scatter along a ring (NCCL chains them; the bytes per link
+are the same), so GPU l of every node holds 1/g of its node's sum. Across the N nodes the
+GPUs with the same local number all-reduce their m/g bytes on two binary trees at once, each
+carrying half: tree A is a heap over the nodes (parent of k is (k-1)//2), tree B its mirror
+(node k plays N-1-k), so a node that is a leaf in one is inside the other. Reduce: every
+node sends its half up each tree and adds what its children send; broadcast: the sums come
+back down. NCCL pipelines the levels, so dpsim moves every level's bytes at once, one step
+up and one step down (latency counted once per direction, an underestimate of log2 N hops).
+Last, the ring all-gather inside every node.
+Cost across nodes (k NICs shared by g trees):  2 alpha_e + 2 (m/g) / (k B_e / g)  at most,
+  against 2 (N-1) alpha_e + 2 (N-1)/N m / (k B_e) for the ring: the same bandwidth, log
+  latency.
+"""
+from . import ring
+
+
+def parents(n):
+    """(child, parent) node pairs of tree A and of its mirror B."""
+    a = [(k, (k - 1) // 2) for k in range(1, n)]
+    return a, [(n - 1 - c, n - 1 - p) for c, p in a]
+
+
+def across_nodes(machine, groups, nbytes):
+    """Double-binary-tree all-reduce of nbytes within every group (one rank per node)."""
+    n = len(groups[0])
+    trees = parents(n)
+    up = [(g[c], g[p], nbytes / 2) for g in groups for tree in trees for c, p in tree]
+    adders = list(dict.fromkeys(dst for _, dst, _ in up))
+    yield from machine.send_reduce(up, adders, nbytes / 2, "tree-reduce")
+    yield machine.send([(dst, src, b) for src, dst, b in up], "tree-broadcast")
+
+
+def allreduce(machine, ranks, nbytes):
+    cluster = machine.cluster
+    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
+    g = len(nodes[0])
+    if g > 1:
+        yield from ring.reduce_scatter(machine, nodes, nbytes)
+    if len(nodes) > 1:
+        yield from across_nodes(machine, [[node[l] for node in nodes] for l in range(g)], nbytes / g)
+    if g > 1:
+        yield from ring.all_gather(machine, nodes, nbytes)
