@@ -270,9 +270,18 @@ def calibrate(out="profile.toml", progress=None, **kw):
         again = measure(progress=progress, **kw)
         m = min((m, again), key=compute_spread)
     prof = profile_dict(m)
-    Path(out).write_text("# written by python -m course calibrate; see course/calibrate.py\n" + to_toml(prof))
-    sidecar(out).write_text(json.dumps(m, indent=1))
+    write_pair(out, "# written by python -m course calibrate; see course/calibrate.py\n" + to_toml(prof),
+               json.dumps(m, indent=1))
     return prof, m
+
+
+def write_pair(out, profile_text, sidecar_text):
+    """The profile and its sidecar, each under a temporary name until both are complete, then
+    renamed one right after the other (dpsim.files.writing): Ctrl-C leaves the old pair."""
+    from dpsim.files import writing
+    with writing(sidecar(out), flag="-o") as side, writing(out, flag="-o") as profile:
+        profile.write(profile_text)
+        side.write(sidecar_text)
 
 
 def summary(prof, measured):

@@ -17,6 +17,9 @@ WORKERS = 1_024           # loader processes per training process
 LAYERS = 100_000          # equal layers of a custom model
 ITERATIONS = 100_000      # warm-up + measured; about a minute of simulation for a small cluster
 TRACE_SPANS = 1_000_000   # about 150 MB of trace JSON
+SWEEP_RUNS = 1_000        # rows of one sweep: GPU counts x every combination of --vary values
+JOBS = 1_024              # --jobs; never more processes than cores are started (dpsim.sweeps)
+SCENARIO_BYTES = 1 << 20  # a scenario file (the built-in ones are under 4 KB); not lifted
 
 # Every non-zero number in a scenario, in its key's own unit (GB/s, TFLOP/s, ms, parameters):
 # beyond these, products and quotients of the figures overflow or vanish.
@@ -38,6 +41,22 @@ def in_range(key, value):
     if value and not SMALLEST <= abs(value) <= LARGEST:
         raise ScenarioError(key, f"{value!r} is outside the range dpsim computes with "
                                  f"({SMALLEST:g} to {LARGEST:g} in the key's unit)")
+
+
+def check_numbers(key, value):
+    """Every integer in a scenario (or a --set value) inside the range `in_range` allows, found
+    before any key's own rule formats it: an integer of thousands of digits is refused here
+    without being written out (Python refuses to print one of over 4,300 digits)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_numbers(f"{key}.{k}" if key else str(k), v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_numbers(f"{key}[{i}]", v)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        raise ScenarioError(key, f"an integer of about {digits:,} digits is outside the range dpsim computes "
+                                 f"with (at most {LARGEST:g} in the key's unit)")
 
 
 def check_scenario(sc):
