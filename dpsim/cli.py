@@ -129,7 +129,7 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line, whatever was typed (`dpsim: error: ...`), exit code 2."""
 
     def error(self, message):
-        print(f"{self.prog}: error: {printable(message, 300)} ({self.prog} --help)", file=sys.stderr)
+        print(f"dpsim: error: {printable(message, 300)} ({self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
 
