@@ -6,6 +6,7 @@ numbers stays: outside it the arithmetic itself breaks down).
 """
 import math
 import os
+import sys
 
 from .errors import ScenarioError
 
@@ -44,19 +45,19 @@ def in_range(key, value):
 
 
 def check_numbers(key, value):
-    """Every integer in a scenario (or a --set value) inside the range `in_range` allows, found
-    before any key's own rule formats it: an integer of thousands of digits is refused here
-    without being written out (Python refuses to print one of over 4,300 digits)."""
+    """Every integer in a scenario (or a --set value) within float's range, found before any
+    key's own rule converts or prints it: an integer of thousands of digits (a hex literal, say)
+    is refused here without being written out. Each key's rule then applies its own range."""
     if isinstance(value, dict):
         for k, v in value.items():
             check_numbers(f"{key}.{k}" if key else str(k), v)
     elif isinstance(value, list):
         for i, v in enumerate(value):
             check_numbers(f"{key}[{i}]", v)
-    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > LARGEST:
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
         digits = int(value.bit_length() * math.log10(2)) + 1
-        raise ScenarioError(key, f"an integer of about {digits:,} digits is outside the range dpsim computes "
-                                 f"with (at most {LARGEST:g} in the key's unit)")
+        raise ScenarioError(key, f"an integer of about {digits:,} digits, past the largest number dpsim "
+                                 f"computes with ({sys.float_info.max:.1e}; each key allows far less)")
 
 
 def check_scenario(sc):

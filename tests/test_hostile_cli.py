@@ -265,8 +265,8 @@ HEX = "0x" + "f" * 5000
 
 SIZES = [
     (["run", "d2l-ps-vs-ring", "--set", f"training.iterations={HUGE}"], "4,300 digits"),
-    (["run", "d2l-ps-vs-ring", "--set", f"training.seed={HEX}"], "1e+30"),
-    (["run", "d2l-ps-vs-ring", "--set", f"sync.bucket_mib={HEX}"], "1e+30"),
+    (["run", "d2l-ps-vs-ring", "--set", f"training.seed={HEX}"], "training.seed: an integer of about 6,021 digits"),
+    (["run", "d2l-ps-vs-ring", "--set", f"sync.bucket_mib={HEX}"], "1.8e+308"),
     (["run", "d2l-ps-vs-ring", "--set", f"cluster.gpu_speed=[1, {HEX}]"], "cluster.gpu_speed[1]"),
     (["run", "{d}/huge.toml"], "4,300 digits"),
     (["run", "{d}/hex.toml"], "training.iterations"),
