@@ -166,7 +166,7 @@ def cmd_sweep(args):
     sc = config.load_scenario(args.scenario, fixed)
     if args.jobs > cores():
         print(f"dpsim: note: --jobs {args.jobs} is more than this machine's {cores()} cores; "
-              f"using {cores()} processes", file=sys.stderr)
+              f"using at most {cores()} processes", file=sys.stderr)
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, counts, varied, jobs=args.jobs,
                       progress=progress_bar() if show_progress else None)
