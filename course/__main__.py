@@ -120,6 +120,9 @@ def parser():
     cal = sub.add_parser("calibrate", help="measure this machine, write a dpsim scenario fragment", **command)
     cal.add_argument("-o", "--output", default="profile.toml",
                      help="the profile to write (a dpsim scenario fragment); its measurements go beside it")
+    cal.add_argument("--accept-noisy", action="store_true",
+                     help="write the profile even where figures' rounds disagree (a busy machine): "
+                          "otherwise calibrate ends with exit code 3 and writes nothing")
     cmp_ = sub.add_parser("compare", help="run mpi_impl.train and dpsim side by side", **command)
     cmp_.add_argument("--ranks", type=rank_counts, default="1,2,4", help="rank counts, comma-separated")
     cmp_.add_argument("--sync", type=names(SYNCS, "algorithm"), default="ring,ps",
@@ -188,9 +191,21 @@ def net_of(args):
     return dict(model=args.model, width=args.width, depth=args.depth, batch=args.batch, device=args.device)
 
 
+NOISY = 3          # calibrate's exit code when the machine was too busy to measure
+
+
+def noisy_exit(error):
+    """The one line of course.spread.Noisy, and calibrate's exit code for it."""
+    print(f"python -m course: calibrate: {error}", file=sys.stderr)
+    return NOISY
+
+
 def calibrate(args):
-    from course import calibrate as calibration
-    prof, m = calibration.calibrate(args.output, **net_of(args), progress=say)
+    from course import calibrate as calibration, spread
+    try:
+        prof, m = calibration.calibrate(args.output, **net_of(args), progress=say, accept_noisy=args.accept_noisy)
+    except spread.Noisy as error:
+        return noisy_exit(error)
     print(calibration.summary(prof, m))
     print(f"wrote {shown(args.output)} (dpsim scenario fragment) and {shown(calibration.sidecar(args.output))}")
     return 0
@@ -204,8 +219,12 @@ def compare(args):
         prof, _ = comparison.load_profile(args.profile)      # checked by check_before_work
     else:
         say("no --profile: calibrating first")
+        from course import spread
         scratch = tempfile.mkdtemp(prefix="course-")                # never a fixed name in /tmp
-        prof, _ = calibration.calibrate(str(Path(scratch) / "profile.toml"), **net_of(args), progress=say)
+        try:
+            prof, _ = calibration.calibrate(str(Path(scratch) / "profile.toml"), **net_of(args), progress=say)
+        except spread.Noisy as error:
+            return noisy_exit(error)
     result = comparison.compare(prof, args.ranks, args.sync, args.compress, samples=args.samples,
                                 epochs=args.epochs, repeats=args.repeats, probe=args.probe,
                                 progress=say, **net_of(args))

@@ -39,7 +39,15 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
 
 The loop latency, the time slice and the codec are fitted through dpsim, on the machine as
 fitted before them. The raw timings go to a JSON file beside the TOML (profile.measured.json);
-`profile_dict` rebuilds the same profile from it. With --device gpu the same code runs on
+`profile_dict` rebuilds the same profile from it.
+
+Every figure that moves between the rounds is written as {value, low, high}: the fit from all
+rounds and the 10-90% range of each round's own fit (course/spread.py), so that dpsim predicts
+a band from the profile. The machine's load from other programs is sampled all the while
+(course.machine_load.Monitor) and written in the profile's comments and the sidecar. Where
+figures' rounds disagree beyond course.spread.LIMITS, calibrate measures once more; if they
+still disagree it ends with one line (course.spread.Noisy) and writes no profile, unless
+--accept-noisy. With --device gpu the same code runs on
 CuPy arrays, ranks sharing the GPUs (they wait on their own CPU cores, so busy_poll is off
 there); on a CPU it runs on NumPy.
 """
@@ -51,9 +59,10 @@ from pathlib import Path
 
 import numpy as np
 
-from course import fit
+from course import fit, spread
 from course.compare import scenario_for
 from course.fit import fit_capacity, fit_codec, fit_compute, fit_timeslice
+from course.machine_load import Monitor
 # ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
 from course.measurements import (ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
                                  measure, overhead_s, unsteady)
@@ -259,20 +268,55 @@ def sidecar(path):
     return Path(path).with_suffix(".measured.json")
 
 
-def calibrate(out="profile.toml", progress=None, **kw):
-    """Measure, fit, write the profile and its sidecar. If the machine changed while it
-    measured (`unsteady`), measure once more and keep the steadier of the two."""
-    m = measure(progress=progress, **kw)
-    warnings = unsteady(m)
+def measured(progress=None, **kw):
+    """measure(), the machine's load sampled while it runs (course.machine_load.Monitor): the
+    sidecar, with "machine_load" added."""
+    with Monitor() as load:
+        m = measure(progress=progress, **kw)
+    m["machine_load"] = load.summary()
+    return m
+
+
+def noisy_figures(m):
+    """The figures whose rounds disagree beyond course.spread.LIMITS, as [(key, spread)]."""
+    return spread.noisy(spread.figure_spreads(m, profile_dict(m), profile_dict)) if spread.rounds_of(m) > 1 else []
+
+
+def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
+    """Measure, fit, write the profile and its sidecar; return (the profile with its ranges,
+    the sidecar). If the machine changed while it measured (`unsteady`) or figures' rounds
+    disagree (course.spread), measure once more and keep the steadier of the two; if figures
+    still disagree, raise course.spread.Noisy (one line) and write nothing, unless accept_noisy."""
+    m = measured(progress, **kw)
+    warnings = unsteady(m) + [f"{key} disagrees between rounds" for key, _ in noisy_figures(m)]
     if warnings:
         if progress:
             progress(f"the machine changed while measuring ({warnings[0]}): measuring once more")
-        again = measure(progress=progress, **kw)
-        m = min((m, again), key=compute_spread)
+        again = measured(progress, **kw)
+        m = min((m, again), key=lambda x: (len(noisy_figures(x)), compute_spread(x)))
     prof = profile_dict(m)
-    write_pair(out, "# written by python -m course calibrate; see course/calibrate.py\n" + to_toml(prof),
-               json.dumps(m, indent=1))
-    return prof, m
+    spreads = spread.figure_spreads(m, prof, profile_dict, spread.dpsim_allows(scenario_for(prof, 2, "ring", "none")))
+    found = spread.noisy(spreads)
+    if found and not accept_noisy:
+        raise spread.Noisy(spread.verdict(found, m.get("machine_load")))
+    m["spread"] = spreads
+    banded = spread.with_ranges(prof, spreads)
+    write_pair(out, header(m, found) + to_toml(banded), json.dumps(m, indent=1))
+    return banded, m
+
+
+def header(m, found):
+    """The profile's comment lines: who wrote it, how busy the machine was, what was accepted."""
+    lines = ["written by python -m course calibrate; see course/calibrate.py",
+             "{value, low, high}: the fit from all rounds and the 10-90% range of each round's own fit "
+             "(course/spread.py)"]
+    busy = spread.load_text(m.get("machine_load"))
+    if busy:
+        lines.append(busy)
+    if found:
+        lines.append("WARNING: written with --accept-noisy; the rounds disagree on "
+                     + ", ".join(key for key, _ in found) + ": predictions from it inherit that moment")
+    return "".join(f"# {line}\n" for line in lines)
 
 
 def write_pair(out, profile_text, sidecar_text):
@@ -287,6 +331,7 @@ def write_pair(out, profile_text, sidecar_text):
 def summary(prof, measured):
     """What calibrate prints: each measurement and the key it became."""
     m = Measurements.from_sidecar(measured)
+    prof = spread.values(prof)
     c, cl, g, link = prof["compute"], prof["cluster"], prof["cluster"]["gpu"], prof["cluster"]["intra"]
     unit = "cores" if m.cpu else "GPUs"
     rounds = len(m.probes[1])
@@ -313,10 +358,19 @@ def summary(prof, measured):
     if "timeslice_us" in cl:
         lines.append(scheduling_line(m, cl["timeslice_us"]))
     lines.append(f"  (medians of {rounds} rounds of probes)")
+    lines += range_lines(measured.get("spread", {}), measured.get("machine_load"))
     for warning in unsteady(measured):
         lines.append(f"warning: the machine changed while calibrating: {warning}; other programs were "
                      f"running? calibrate again when it is quiet, or the predictions inherit this moment")
     return "\n".join(lines)
+
+
+def range_lines(spreads, load):
+    """Each figure's range (10-90% of the rounds' own fits), and the machine's load."""
+    lines = ["  ranges (10-90% of each round's own fit; dpsim predicts a band from them):"] if spreads else []
+    lines += [f"    {key:32s} {s['value']:.4g} ({s['low']:.4g} - {s['high']:.4g})" for key, s in spreads.items()]
+    busy = spread.load_text(load)
+    return lines + ([f"  {busy}"] if busy else [])
 
 
 def scheduling_line(m, timeslice_us):

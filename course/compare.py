@@ -34,7 +34,8 @@ import time
 import tomllib
 from pathlib import Path
 
-from course import fit, launch
+from course import compare_bands, fit, launch
+from course.machine_load import Monitor
 from dpsim.vocabulary import (ALGORITHMS, BREAKDOWN, MIB, ONEBIT_EXCHANGE_STEPS, ONEBIT_OWN_EXCHANGE, OTHER,
                               SEGMENT_BYTES)
 
@@ -168,26 +169,29 @@ def compare(prof, ranks, syncs, compresses, model, width, depth, batch, samples,
     net = dict(model=model, width=width, depth=depth, batch=batch, device=device)
     configs = configurations(ranks, syncs, compresses)
     predicted = {c: dpsim.simulate(scenario_for(prof, *c, batch=batch)) for c in configs}
+    bands, band_method = predicted_bands(prof, configs, predicted, batch)
     items = schedule(configs, repeats, probe)
     runs, probes = {c: [] for c in configs}, {c: [] for c in configs}
     started, total, last_probe = time.perf_counter(), len(configs) * repeats, None
-    for k, item in enumerate(items):
-        if item[0] == "probe":
-            last_probe = launch.probe(item[1], syncs=item[2], **net)
-            continue
-        cfg = item[1]
-        runs[cfg].append(measure(*cfg, samples=samples, epochs=epochs, **net))
-        if last_probe is not None:
-            probes[cfg].append(last_probe)
-        if progress:
-            spent, done = time.perf_counter() - started, sum(it[0] == "run" for it in items[:k + 1])
-            progress(f"[{done}/{total}] {name_of(*cfg)}: {runs[cfg][-1]['iteration_time_s'] * 1e3:.2f} ms per "
-                     f"iteration (predicted {predicted[cfg].iteration_time_s * 1e3:.2f}); {spent:.0f} s so far, "
-                     f"about {spent / (k + 1) * (len(items) - k - 1):.0f} s to go")
+    with Monitor() as load:                       # the machine's load while the runs measure
+        for k, item in enumerate(items):
+            if item[0] == "probe":
+                last_probe = launch.probe(item[1], syncs=item[2], **net)
+                continue
+            cfg = item[1]
+            runs[cfg].append(measure(*cfg, samples=samples, epochs=epochs, **net))
+            if last_probe is not None:
+                probes[cfg].append(last_probe)
+            if progress:
+                spent, done = time.perf_counter() - started, sum(it[0] == "run" for it in items[:k + 1])
+                progress(f"[{done}/{total}] {name_of(*cfg)}: {runs[cfg][-1]['iteration_time_s'] * 1e3:.2f} ms per "
+                         f"iteration (predicted {predicted[cfg].iteration_time_s * 1e3:.2f}); {spent:.0f} s so far, "
+                         f"about {spent / (k + 1) * (len(items) - k - 1):.0f} s to go")
     rows = [row_for(cfg, predicted[cfg], runs[cfg], probes[cfg], keep_raw) for cfg in configs]
     base = next((r for r in rows if r["ranks"] == 1), None)
     for row in rows:
         add_speedups(row, base)
+        compare_bands.add_band(row, bands.get(row_key(row)))
     errors = [abs(r["error"]) for r in rows]
     speedup_errors = [abs(r["speedup_error"]) for r in rows if r["speedup_error"] is not None and r["ranks"] > 1]
     notes = [ONEBIT_NOTE] if len(syncs) > 1 and "1bit" in compresses else []
@@ -195,7 +199,24 @@ def compare(prof, ranks, syncs, compresses, model, width, depth, batch, samples,
             "worst_abs_error": max(errors) if errors else None,
             "median_abs_speedup_error": statistics.median(speedup_errors) if speedup_errors else None,
             "repeats": repeats, "probed": probe, "predicted_from": "the profile",
-            "seconds": time.perf_counter() - started, "notes": notes}
+            "seconds": time.perf_counter() - started, "notes": notes,
+            "machine_load": load.summary(), **compare_bands.summary(rows, band_method)}
+
+
+def row_key(row):
+    return row["ranks"], row["sync"], row["compress"]
+
+
+def predicted_bands(prof, configs, predicted, batch):
+    """({configuration: {quantity: {low, high}}}, how they were found) from the profile's ranges
+    ({value, low, high}: calibrate's spread) by dpsim.bands; ({}, None) for a profile without."""
+    from dpsim import bands, simulate
+    ranged = bands.split(prof)
+    if not ranged.ranges:
+        return {}, None
+    band = bands.propagate(ranged, lambda p: [simulate(scenario_for(p, *c, batch=batch)) for c in configs],
+                           [predicted[c] for c in configs])
+    return dict(zip(configs, band["bands"])), f"{band['points']} runs of each configuration: {band['method']}"
 
 
 def row_for(cfg, pred, runs, probes, keep_raw=False):
@@ -272,6 +293,7 @@ def table(result):
                          name_of(r["ranks"], r["sync"], r["compress"]) for r in noisy[:4])
                      + (", ..." if len(noisy) > 4 else "") + "): an error smaller than the spread says "
                      "nothing there. Another program running? Close it and compare again.")
+    lines += compare_bands.table(result, name_of)
     for r in result["rows"]:
         d, name = r["diagnosis"], name_of(r["ranks"], r["sync"], r["compress"])
         if d:

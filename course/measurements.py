@@ -111,13 +111,13 @@ def sharing_ranks(devices):
     return max(2, min(devices, 4))
 
 
-def probe_rounds(ranks, net_args, codec_values, say):
+def probe_rounds(ranks, net_args, codec_values, say, rounds=ROUNDS):
     """{str(ranks): [course.probe's JSON per round]}: every rank count once a round. Ranks of
     more than one end each step in a ring sync, the rhythm of training; the 2-rank probe
     also times the 1-bit codec at `codec_values`."""
     probes = {str(n): [] for n in ranks}
-    for r in range(ROUNDS):
-        say(f"probing 1, 2, ... ranks at once (round {r + 1} of {ROUNDS})")
+    for r in range(rounds):
+        say(f"probing 1, 2, ... ranks at once (round {r + 1} of {rounds})")
         for n in probes:
             codec = codec_values if n == "2" else ()
             syncs = ("ring",) if n != "1" else ()
@@ -125,8 +125,9 @@ def probe_rounds(ranks, net_args, codec_values, say):
     return probes
 
 
-def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40, device="cpu", progress=None):
-    """Every measurement, as a dict (the sidecar JSON)."""
+def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40, device="cpu", progress=None,
+            rounds=ROUNDS):
+    """Every measurement, as a dict (the sidecar JSON). rounds: of probes (at least 2 for a spread)."""
     say = progress or (lambda text: None)
     dev = pick_device(device)             # NumPy on the CPU, or CuPy and a clock that waits for the GPU
     xp, clock, devices = dev.xp, dev.clock, dev.parallel
@@ -137,7 +138,7 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40
     net_args = dict(model=model, width=width, depth=depth, batch=batch, device=device)
     values = max(net.num_params, CODEC_MIN_VALUES)
     shared_n = sharing_ranks(devices)
-    probes = probe_rounds(sorted({1, 2, shared_n, 2 * shared_n}), net_args, (values, max(values // 8, 1)), say)
+    probes = probe_rounds(sorted({1, 2, shared_n, 2 * shared_n}), net_args, (values, max(values // 8, 1)), say, rounds)
     return {
         "model": {"name": model, "width": width, "depth": depth, "params": net.num_params,
                   "layers": len(net.layer_offsets), "flops_per_sample": flops},

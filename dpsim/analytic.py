@@ -113,3 +113,75 @@ def transfer_time(nbytes, bandwidth_gbs):
 def iteration_time(t1, t2, overlap=True):
     """A batch takes about max(t1, t2) when communication overlaps computation, t1 + t2 if not."""
     return max(t1, t2) if overlap else t1 + t2
+
+
+# ------------------------------------------------------------------ sharded data parallelism (ZeRO)
+# The ring's two halves on their own (strategies/zero1.py, zero3.py), and whole iterations with
+# overlap off, where nothing contends: compute and communication take turns.
+
+def reduce_scatter(n, m, alpha, beta, gamma=0.0, segment=0):
+    """The ring's first half: n-1 steps of m/n bytes, each added: (n-1)(alpha + m/n beta + m/n gamma)."""
+    c = m / n
+    return (n - 1) * pipelined(alpha + c * beta, c * gamma, c, segment)
+
+
+def all_gather(n, m, alpha, beta):
+    """The ring's second half: n-1 steps of m/n bytes: (n-1)(alpha + m/n beta)."""
+    return (n - 1) * (alpha + m / n * beta)
+
+
+def sharded_bytes_per_gpu(n, m, stage):
+    """Bytes each GPU sends per iteration: stages 1 and 2 an all-reduce's 2(n-1)/n m, stage 3
+    one more all-gather, 3(n-1)/n m (ZeRO, section 7.2)."""
+    return (3 if stage == 3 else 2) * (n - 1) / n * m
+
+
+def zero12_iteration(n, buckets, alpha, beta, gamma, forward_s, backward_s, update_s):
+    """ZeRO-1/2 with overlap off: every bucket all-gathered before forward, forward and
+    backward, every bucket reduce-scattered, then 1/n of the update."""
+    return (sum(all_gather(n, b, alpha, beta) for b in buckets) + forward_s + backward_s
+            + sum(reduce_scatter(n, b, alpha, beta, gamma) for b in buckets) + update_s / n)
+
+
+def zero3_iteration(n, units, alpha, beta, gamma, update_s):
+    """ZeRO-3 with overlap off; units: (bytes, forward s, backward s) of each: each unit gathered
+    then computed in forward, gathered again and computed in backward, then every unit's
+    gradient reduce-scattered, then 1/n of the update."""
+    gathered = sum(2 * all_gather(n, b, alpha, beta) + f + bw for b, f, bw in units)
+    return gathered + sum(reduce_scatter(n, b, alpha, beta, gamma) for b, _, _ in units) + update_s / n
+
+
+# ------------------------------------------------------------------ PowerSGD and top-k
+def powersgd_wire(matrices, plain_values, rank):
+    """(P bytes, Q bytes, uncompressed bytes) one bucket all-reduces; matrices (n, m) all
+    compressed at r' = min(rank, n, m)."""
+    rs = [(n, m, min(rank, n, m)) for n, m in matrices]
+    return 4 * sum(n * r for n, _, r in rs), 4 * sum(m * r for _, m, r in rs), 4 * plain_values
+
+
+def powersgd_codec(matrices, plain_values, rank, launch_s, bytes_per_s, flops_per_s):
+    """Seconds of PowerSGD's kernels on one bucket: the error feedback and the new error (12
+    bytes per value each), three products of 2 n m r' FLOPs reading 4(n m + n r' + m r') bytes
+    (the longer of the two), Gram-Schmidt's 2 n r'^2 FLOPs on 8 n r' bytes; a launch per matrix
+    and step, one for each pass over the bucket."""
+    rs = [(n, m, min(rank, n, m)) for n, m in matrices]
+    values = plain_values + sum(n * m for n, m in matrices)
+    roof = lambda nbytes, flops: max(nbytes / bytes_per_s, flops / flops_per_s)
+    product = roof(4 * sum(n * m + n * r + m * r for n, m, r in rs), 2 * sum(n * m * r for n, m, r in rs))
+    gram = roof(8 * sum(n * r for n, _, r in rs), 2 * sum(n * r * r for n, _, r in rs))
+    launches = 2 + 4 * len(rs)
+    return launches * launch_s + 2 * 12 * values / bytes_per_s + 3 * product + gram
+
+
+def topk_bytes_per_gpu(n, values, ratio):
+    """Bytes each GPU sends for one bucket: the k = ceil(ratio values) values and int32 indices of
+    each of the other n-1 GPUs' passed on round the ring, (n-1) 8 k."""
+    return (n - 1) * 8 * math.ceil(ratio * values)
+
+
+def topk(n, values, ratio, alpha, beta, launch_s, bytes_per_s):
+    """One bucket: the all-gather, (n-1)(alpha + 8 k beta), and the kernels (strategies/topk.py):
+    (12 + 8 + 8 + 4) values + 8 k + 16 n k bytes, n + 5 launches."""
+    k = math.ceil(ratio * values)
+    codec = (n + 5) * launch_s + (32 * values + 8 * k + 16 * n * k) / bytes_per_s
+    return (n - 1) * (alpha + 8 * k * beta) + codec

@@ -15,7 +15,7 @@ import json
 import pathlib
 import sys
 
-from . import cli_sweep, config, diagnosis, hardware, models
+from . import bands, cli_sweep, config, diagnosis, hardware, models
 from .errors import ScenarioError
 from .files import FIGURES, check_distinct, check_output_path, printable
 from .report import print_result
@@ -71,6 +71,7 @@ def cmd_run(args):
     show_progress = args.progress or sys.stderr.isatty()
     res = simulate(sc, trace=bool(args.trace), progress=cli_sweep.progress_bar(unit="iterations") if show_progress else None)
     verdict = diagnosis.diagnose(sc, res)
+    ranged, band = run_band(args, res)
     written = []
     if args.trace:
         res.trace.write_chrome(args.trace)
@@ -89,10 +90,14 @@ def cmd_run(args):
                        iterations=(res.trace.warmup_iterations, res.trace.warmup_iterations + 2))
             written.append(f"timeline of two iterations plotted in {printable(path)}")
     if args.json:
-        json.dump({**res.to_dict(), "diagnosis": verdict.to_dict()}, sys.stdout, indent=2, allow_nan=False)
+        json.dump({**res.to_dict(), "diagnosis": verdict.to_dict(), **bands.json_keys(ranged, band)}, sys.stdout,
+                  indent=2, allow_nan=False)
         print()
     else:
         print_result(sc, res)
+        if band:
+            print(f"  {bands.describe(ranged, band)}:")
+            print("\n".join(bands.run_lines(res, band)))
         for note in config.notes(sc):
             print(f"  note: {note}")
         print("  diagnosis:")
@@ -100,6 +105,14 @@ def cmd_run(args):
             print(f"    {line}")
         for line in written:
             print(f"  {line}")
+
+
+def run_band(args, res):
+    """(dpsim.bands.Ranged, its band) where the scenario has ranges; (None, None) where not."""
+    _, ranged = config.load_ranged(args.scenario, config.parse_sets(args.set))
+    if not ranged.ranges:
+        return None, None
+    return ranged, bands.propagate(ranged, lambda d: [simulate(d)], [res])
 
 
 def cmd_validate(args):

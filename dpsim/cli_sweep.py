@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from . import config, limits
+from . import bands, config, limits
 from .errors import ScenarioError
 from .files import FIGURES, check_output_path, printable
 from .report import describe
@@ -170,18 +170,41 @@ def cmd_sweep(args):
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, counts, varied, jobs=args.jobs,
                       progress=progress_bar() if show_progress else None)
+    ranged, band = sweep_band(args, fixed, varied, rows)
     if args.plot:
         from . import plot                       # matplotlib only when a plot is asked for
-        plot.scaling(plot_series(rows, varied, sc.name), args.plot, f"{sc.name}: speed-up against GPUs")
+        title = f"{sc.name}: speed-up against GPUs"
+        if band:
+            plot.scaling_bands(plot_series(rows, varied, sc.name),
+                               {id(r): b for (_, r), b in zip(rows, band["bands"])}, args.plot, title)
+        else:
+            plot.scaling(plot_series(rows, varied, sc.name), args.plot, title)
     if args.json:
-        json.dump([{"settings": settings, **r.to_dict()} for settings, r in rows], sys.stdout, indent=2,
-                  allow_nan=False)
+        json.dump([{"settings": settings, **r.to_dict(), **bands.json_keys(ranged, band, i)}
+                   for i, (settings, r) in enumerate(rows)], sys.stdout, indent=2, allow_nan=False)
         print()
         return
     print(describe(sc))
     if varied:
         print("varied: " + "; ".join(f"{k} = {', '.join(show(v) for v in vs)}" for k, vs in varied.items()))
     print_grid(rows, varied)
+    if band:
+        print(f"{bands.describe(ranged, band)}:")
+        label = lambda settings, r: ", ".join([*(f"{k}={show(v)}" for k, v in settings.items()), f"{r.gpus} GPUs"])
+        print("\n".join(bands.sweep_lines(rows, band, label)))
+
+
+def sweep_band(args, fixed, varied, rows):
+    """(dpsim.bands.Ranged, the band of every row) where the scenario has ranges that --vary does
+    not replace; (None, None) where not. Each point of the ranges runs the whole sweep again."""
+    _, ranged = config.load_ranged(args.scenario, fixed)
+    kept = {k: r for k, r in ranged.ranges.items() if not any(k == v or k.startswith(f"{v}.") for v in varied)}
+    if not kept:
+        return None, None
+    ranged = bands.Ranged(ranged.data, kept)
+    counts = parse_gpus(args.gpus)
+    evaluate = lambda d: [r for _, r in sweep_grid(config.load_scenario(d), counts, varied, jobs=args.jobs)]
+    return ranged, bands.propagate(ranged, evaluate, [r for _, r in rows])
 
 
 def jobs(text):

@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import derived, hardware, limits, models, nvlink, strategies
+from . import bands, derived, hardware, limits, models, nvlink, strategies
 from .errors import ScenarioError
 from .files import read_regular, shown
 from .overrides import apply_overrides, parse_sets, parse_value  # noqa: F401  (config.parse_sets: the CLI's)
@@ -202,6 +202,8 @@ def _check_resolves(sc: Scenario, given_preset: str):
         raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
                             "strategy = \"ps\" and ps_location = \"cpu\"")
     strategies.hook(sc.sync.strategy, "check")(sc)
+    if sc.sync.compression == "powersgd":
+        strategies.powersgd.check(sc, sc.model_spec())
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
@@ -228,9 +230,18 @@ def read_toml(path: Path) -> dict:
 
 
 def load_scenario(source, overrides: dict | None = None) -> Scenario:
-    """A built-in scenario name, a path to a .toml file, a dict, or a Scenario; then overrides."""
+    """A built-in scenario name, a path to a .toml file, a dict, or a Scenario; then overrides.
+    Ranges ({value, low, high}) are taken out: the scenario holds their values (load_ranged)."""
     if isinstance(source, Scenario):
         return source.with_overrides(overrides or {})
+    return load_ranged(source, overrides)[0]
+
+
+def load_ranged(source, overrides: dict | None = None) -> tuple:
+    """(Scenario, dpsim.bands.Ranged): the scenario at the values of its ranges, and the
+    ranges beside it, each checked (ordered, finite, both ends allowed where the value is)."""
+    if isinstance(source, Scenario):
+        return source.with_overrides(overrides or {}), bands.Ranged(source.to_dict(), {})
     if isinstance(source, dict):
         data = source
     elif isinstance(source, (str, Path)) and (str(source).endswith(".toml") or Path(source).exists()):
@@ -240,4 +251,8 @@ def load_scenario(source, overrides: dict | None = None) -> Scenario:
     else:
         raise ScenarioError("scenario", f"no built-in scenario or file {source!r}; "
                             f"built-ins: {', '.join(builtin_names())}")
-    return from_dict(apply_overrides(data, overrides or {}))
+    ranged = bands.split(apply_overrides(data, overrides or {}))
+    sc = from_dict(ranged.data)
+    if ranged.ranges:
+        bands.check_ends(ranged, from_dict)
+    return sc, ranged

@@ -35,7 +35,7 @@ Knobs, read from the scenario:
 import math
 from dataclasses import asdict, dataclass
 
-from . import derived
+from . import derived, memory
 
 OVERHEAD_BOUND = 0.25     # an overhead this large bounds the iteration
 SCALES_WELL = 0.90        # scaling efficiency above which compute-bound runs scale well
@@ -55,7 +55,8 @@ class Diagnosis:
     cause: str      # one of PARTS
     share: float    # fraction of the iteration the cause takes
     knob: str       # short identifier of the suggested change
-    text: str       # 2-3 plain lines
+    text: str       # 2-3 plain lines (and a last one when the scenario does not fit its GPUs' memory)
+    memory: str = ""  # memory per GPU against the GPU's, in one line (dpsim.memory)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,7 +89,20 @@ def diagnose(sc, res) -> Diagnosis:
     else:
         knob, detail, advice = ADVICE[cause](sc, res)
         head = f"{cause} is {shares[cause]:.0%} of the iteration ({ms(res.breakdown_s[PARTS[cause]])} of {ms(it)})"
-    return Diagnosis(cause, shares[cause], knob, "\n".join(line for line in (head, detail, advice) if line))
+    held, room = memory_line(sc, res)
+    lines = (head, detail, advice, "" if res.fits_in_memory is not False else room)
+    return Diagnosis(cause, shares[cause], knob, "\n".join(line for line in lines if line), held)
+
+
+def memory_line(sc, res) -> tuple[str, str]:
+    """(memory per GPU in one line, or ""; the does-not-fit line)."""
+    mem = res.memory_per_gpu_bytes
+    if not mem:
+        return "", ""
+    capacity = memory.capacity_bytes(sc)
+    share = f" of {capacity / 1e9:g} GB ({mem['total'] / capacity:.0%})" if capacity else ""
+    line = f"memory per GPU: {mem['total'] / 1e9:.3g} GB{share}"
+    return line, f"does not fit: {memory.does_not_fit(sc, mem)}"
 
 
 def compute_advice(sc, res):

@@ -71,16 +71,17 @@ class Engine:
         self.cpu_update = s.update_location == "cpu"
         cpu_update_s = derived.cpu_update_s_per_param(sc)
         many = len(self.ranks) > 1
-        self.allreduce = strategies.allreduce_for(s, None, cpu_update_s) if many else None
+        self.allreduce = strategies.allreduce_for(s, None, cpu_update_s, self.work.buckets) if many else None
         self.allreduce_full = strategies.allreduce_for(s, "none", cpu_update_s) if many else None
         hook = lambda name: strategies.hook(s.strategy if many else "none", name)
         self.before_forward, self.after_forward = hook("before_forward"), hook("after_forward")
         self.broadcast_weights = hook("broadcast_weights")
+        self.forward_pass, self.backward_pass = hook("forward_pass"), hook("backward_pass")   # ZeRO-3's
         self.updaters = [] if self.cpu_update else hook("updaters")(self.ranks)
         self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         self.slowness = derived.slowness(sc)        # shared devices (dpsim.sharing) over speed factors
-        self.update_s = self.work.update_s * derived.device_sharing(sc)
+        self.update_s = self.work.update_s * derived.device_sharing(sc) * hook("update_fraction")(len(self.ranks))
         self.global_batch = sc.training.batch_per_gpu * len(self.ranks)
 
     # -- pieces of an iteration
@@ -113,6 +114,30 @@ class Engine:
                 yield self.env.timeout(ready - self.env.now)
             yield from allreduce(self.machine, self.ranks, bucket.nbytes)
 
+    def _layered(self, name, passing, seconds, factors, slowest, phases):
+        """A pass the strategy runs unit by unit (ZeRO-3: gather, compute, reduce-scatter): the
+        time beyond its compute on the slowest GPU is communication the GPUs wait for."""
+        start = self.env.now
+        compute = lambda s: self._compute(name, s, factors)
+        yield from passing(self.machine, self.ranks, self.work, compute, self.sc.sync.overlap, self.allreduce)
+        phases["exposed_comm"] += self.env.now - start - seconds * slowest
+
+    def _backward_and_sync(self, k, factors, slowest, phases):
+        """Backward, with every bucket's sync started once it is ready; then the wait for the sync."""
+        env, w = self.env, self.work
+        backward_start, codec_before = env.now, self.machine.codec_s
+        if self.allreduce is not None:
+            compressed = k * self.global_batch >= self.sc.sync.warmup_samples
+            sync = env.process(self.sync_gradients(backward_start, slowest,
+                                                   self.allreduce if compressed else self.allreduce_full))
+        yield self._compute("backward", w.backward_s, factors)
+        if self.allreduce is not None:
+            yield sync
+            wait = env.now - (backward_start + w.backward_s * slowest)
+            exposed, codec = split_sync_wait(wait, self.machine.codec_s - codec_before)
+            phases["compression"] += codec
+            phases["exposed_comm"] += exposed
+
     def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
         start = env.now
@@ -121,24 +146,19 @@ class Engine:
         factors = self._factors()
         slowest, mean = max(factors), sum(factors) / len(factors)
         yield from self._communicate(self.before_forward(self.machine, self.ranks, w, batch), phases)
-        yield self._compute("forward", w.forward_s, factors)
+        if self.forward_pass is None:
+            yield self._compute("forward", w.forward_s, factors)
+        else:
+            yield from self._layered("forward", self.forward_pass, w.forward_s, factors, slowest, phases)
         phases["compute"] += w.forward_s * mean
         phases["straggler_wait"] += w.forward_s * (slowest - mean)
         yield from self._communicate(self.after_forward(self.machine, self.ranks, w, batch), phases)
-        backward_start, codec_before = env.now, self.machine.codec_s
-        if self.allreduce is not None:
-            compressed = k * self.global_batch >= self.sc.sync.warmup_samples
-            sync = env.process(self.sync_gradients(backward_start, slowest,
-                                                   self.allreduce if compressed else self.allreduce_full))
-        yield self._compute("backward", w.backward_s, factors)
+        if self.backward_pass is None:
+            yield from self._backward_and_sync(k, factors, slowest, phases)
+        else:
+            yield from self._layered("backward", self.backward_pass, w.backward_s, factors, slowest, phases)
         phases["compute"] += w.backward_s * mean
         phases["straggler_wait"] += w.backward_s * (slowest - mean)
-        if self.allreduce is not None:
-            yield sync
-            wait = env.now - (backward_start + w.backward_s * slowest)
-            exposed, codec = split_sync_wait(wait, self.machine.codec_s - codec_before)
-            phases["compression"] += codec
-            phases["exposed_comm"] += exposed
         if self.updaters:
             yield self._compute("update", self.update_s, [1.0] * len(self.updaters), self.updaters)
             phases["update"] += self.update_s

@@ -18,6 +18,8 @@ class GPU:
     fp16_tflops: float      # peak dense FP16/BF16 (tensor cores where the GPU has them)
     mem_bw_gbs: float       # memory bandwidth, per GPU
     source: str
+    memory_gb: float = 0.0  # memory per GPU (GB = 1e9 bytes); 0 = not given: no fit check (dpsim.memory)
+    memory_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,21 +73,34 @@ EFFICIENCY = {
     "infiniband": (0.96, "NCCL maintainer: 24 of 25 GB/s per HDR NIC, 12 of 12.5 per EDR"),
 }
 
+# ------------------------------------------------------------------ memory per GPU (dpsim.memory)
+# GB = 1e9 bytes, as the datasheets count HBM/GDDR capacity. The V100 comes with 16 or 32 GB:
+# the 32 GB model is taken (give cluster.gpu = {..., memory_gb = 16} for the other).
+MEMORY = {
+    "k80": dict(memory_gb=12.0, memory_source="NVIDIA Tesla K80 datasheet: 24 GB GDDR5 per board, 12 GB per GK210"),
+    "p100": dict(memory_gb=16.0, memory_source="NVIDIA Tesla P100 datasheet (SXM2): 16 GB CoWoS HBM2"),
+    "v100": dict(memory_gb=32.0, memory_source="NVIDIA Tesla V100 datasheet (SXM2): 32 GB HBM2 (16 GB model too)"),
+    "a100": dict(memory_gb=80.0, memory_source="NVIDIA A100 Tensor Core GPU datasheet: SXM4 80 GB HBM2e"),
+    "h100": dict(memory_gb=80.0, memory_source="NVIDIA H100 Tensor Core GPU datasheet: SXM5 80 GB HBM3"),
+    "h200": dict(memory_gb=141.0, memory_source="NVIDIA H200 Tensor Core GPU datasheet: SXM 141 GB HBM3e"),
+}
+
 GPUS = {g.name: g for g in [
     # The K80 board carries two GK210 GPUs; figures are per GPU = half the board.
     # Board: 8.73 TFLOP/s FP32 with GPU Boost, 480 GB/s (NVIDIA Tesla K80 datasheet, 2014).
     # GK210 has no fast FP16 path, so FP16 runs at the FP32 rate.
-    GPU("k80", 8.73 / 2, 8.73 / 2, 480 / 2, "NVIDIA Tesla K80 datasheet (per board 8.73 TFLOP/s boost, 480 GB/s; halved per GK210)"),
+    GPU("k80", 8.73 / 2, 8.73 / 2, 480 / 2, "NVIDIA Tesla K80 datasheet (per board 8.73 TFLOP/s boost, 480 GB/s; halved per GK210)",
+        **MEMORY["k80"]),
     # P100 SXM2: 10.6 FP32, 21.2 FP16, 732 GB/s HBM2 (NVIDIA Tesla P100 datasheet, 2016).
-    GPU("p100", 10.6, 21.2, 732, "NVIDIA Tesla P100 datasheet (SXM2)"),
+    GPU("p100", 10.6, 21.2, 732, "NVIDIA Tesla P100 datasheet (SXM2)", **MEMORY["p100"]),
     # V100 SXM2: 15.7 FP32, 125 tensor FP16, 900 GB/s HBM2 (NVIDIA Tesla V100 datasheet, 2017).
-    GPU("v100", 15.7, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)"),
+    GPU("v100", 15.7, 125, 900, "NVIDIA Tesla V100 datasheet (SXM2)", **MEMORY["v100"]),
     # A100 SXM4 80GB: 19.5 FP32, 312 BF16/FP16 tensor dense, 2039 GB/s (NVIDIA A100 datasheet).
-    GPU("a100", 19.5, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)"),
+    GPU("a100", 19.5, 312, 2039, "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, dense)", **MEMORY["a100"]),
     # H100 SXM5: 67 FP32, 989.5 BF16 tensor dense (1979 with sparsity), 3.35 TB/s (NVIDIA H100 datasheet).
-    GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)"),
+    GPU("h100", 67, 989.5, 3350, "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense)", **MEMORY["h100"]),
     # H200 SXM: same compute as H100 SXM, 4.8 TB/s HBM3e (NVIDIA H200 datasheet).
-    GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)"),
+    GPU("h200", 67, 989.5, 4800, "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense)", **MEMORY["h200"]),
 ]}
 
 # PCIe: per-lane rate x 16 lanes x line-code efficiency (PCI-SIG base specifications):

@@ -57,7 +57,7 @@ class Machine:
 
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, *, trace=None,
                  fast=True, staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0,
-                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0):
+                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         # fast=False or a trace (which needs every round's spans): simulate every round (the detailed path)
         self.replay = Replay(env, net) if fast and trace is None else None
@@ -71,6 +71,7 @@ class Machine:
         self.sharing = sharing      # ranks per device: device work (reduce, kernels) this much slower
         self.wakeup = wakeup_s      # per message between ranks: the receiver waits to be scheduled
         self.segment = segment_bytes  # pipeline segment of send_reduce; 0 = the textbook step
+        self.flops_per_s = flops_per_s  # what the codec's matrix products reach (PowerSGD)
 
     @classmethod
     def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
@@ -79,7 +80,8 @@ class Machine:
                    staging=sc.sync.staging, message_overhead_us=sc.sync.message_overhead_us,
                    kernel_launch_us=sc.compute.kernel_launch_us, sharing=derived.device_sharing(sc),
                    wakeup_s=derived.wakeup_s(sc), codec_gbs=sc.compute.codec_gbs,
-                   segment_bytes=sc.sync.segment_mib * MIB)
+                   segment_bytes=sc.sync.segment_mib * MIB,
+                   flops_per_s=derived.peak_tflops(sc) * 1e12 * sc.compute.efficiency)
 
     @property
     def replayed_rounds(self) -> int:
@@ -182,10 +184,12 @@ class Machine:
                 self.trace.span(e, "reduce", end - seconds, end)
         yield self.env.timeout(end - self.env.now)
 
-    def kernel(self, endpoints, label, bytes_touched, launches=1):
-        """A memory-bound GPU kernel (quantise, decode, cast) on every endpoint at once:
-        launch cost plus the bytes it reads and writes at the codec's bandwidth."""
-        seconds = (launches * self.kernel_launch + bytes_touched / self.codec_bw) * self.sharing
+    def kernel(self, endpoints, label, bytes_touched, launches=1, flops=0.0):
+        """A GPU kernel of the codec (quantise, decode, cast; PowerSGD's products) on every
+        endpoint at once: launch cost plus the bytes it reads and writes at the codec's
+        bandwidth, or its FLOPs at flops_per_s where they take longer (a roofline)."""
+        seconds = (launches * self.kernel_launch + max(bytes_touched / self.codec_bw, flops / self.flops_per_s)) \
+            * self.sharing
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)
 

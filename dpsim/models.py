@@ -52,7 +52,17 @@ class Layer:
     params: int          # trainable parameters (weights + biases + norm scale/shift)
     fwd_flops: float     # forward FLOPs per sample (a multiply-add counts as 2 FLOPs)
     norm_values: int = 0  # a batch/layer norm: values per sample it normalises (memory-bound)
+    kept_values: int = 0  # values per sample of its output, kept for backward (activation_values)
+    matrix: tuple = ()    # (rows, columns) of its weight as a matrix (PowerSGD); () for vectors only
 
+
+# Activations (dpsim.memory): every layer the table records keeps its output for backward, at the
+# width of compute.precision (4 bytes fp32, 2 fp16): one tensor per convolution, norm and linear
+# layer, one for BERT's summed embeddings, two per attention (the scores and their softmax).
+# Activation functions, pooling, residual additions, dropout masks and the frameworks' workspace
+# are not counted, so this is an estimate below what PyTorch holds (ReLU in place keeps no copy;
+# a max pool keeps its indices). A custom model has no layer table: activations 0.
+ACTIVATIONS = "each recorded layer's output, kept for backward (models.ACTIVATIONS)"
 
 # A norm's backward reads its input and the incoming gradient and writes the outgoing one:
 # 3 FP32 arrays of its size (forward reads one and writes one). It does no counted FLOPs, so
@@ -90,6 +100,12 @@ class Model:
     def flops_per_sample(self) -> float:
         """Training FLOPs for one sample: forward + backward = 3 x forward (backward = 2 x forward)."""
         return (1.0 + BACKWARD_FLOPS_FACTOR) * self.fwd_flops_per_sample
+
+    @property
+    def activation_values(self) -> int:
+        """Values per sample kept for backward: the output of every layer the table records
+        (ACTIVATIONS says what is and is not counted)."""
+        return sum(layer.kept_values for layer in self.layers)
 
     def grad_bytes_backward(self, bytes_per_param: int = 4) -> list[int]:
         """Gradient size of each layer in BACKWARD order (last layer first); layers without
@@ -159,14 +175,15 @@ class Net:
         oh, ow = _out_size(h, kh, sh, ph), _out_size(w, kw, sw, pw)
         weights = out_channels * c * kh * kw
         macs = weights * oh * ow              # every weight is used once per output position
-        self.layers.append(Layer(name, weights + (out_channels if bias else 0), 2.0 * macs))
+        self.layers.append(Layer(name, weights + (out_channels if bias else 0), 2.0 * macs,
+                                 kept_values=out_channels * oh * ow, matrix=(out_channels, c * kh * kw)))
         self.shape = (out_channels, oh, ow)
         return self
 
     def bn(self, name: str) -> "Net":
         """Batch norm: a scale and a shift per channel (running stats are not parameters)."""
         c, h, w = self.shape
-        self.layers.append(Layer(name, 2 * c, 0.0, norm_values=c * h * w))
+        self.layers.append(Layer(name, 2 * c, 0.0, norm_values=c * h * w, kept_values=c * h * w))
         return self
 
     def pool(self, kernel: int, stride: int, padding: int = 0) -> "Net":
@@ -190,7 +207,8 @@ class Net:
         the sequence length for a transformer)."""
         weights = self.channels * out_features
         self.layers.append(Layer(name, weights + (out_features if bias else 0),
-                                 2.0 * weights * tokens))
+                                 2.0 * weights * tokens, kept_values=out_features * tokens,
+                                 matrix=(out_features, self.channels)))
         self.shape = (out_features, 1, 1)
         return self
 
@@ -447,11 +465,13 @@ def bert(num_layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int 
     net = Net(hidden, 1)
 
     def layer_norm(name):
-        net.add(Layer(name, 2 * hidden, 0.0, norm_values=seq_len * hidden))
+        net.add(Layer(name, 2 * hidden, 0.0, norm_values=seq_len * hidden, kept_values=seq_len * hidden))
 
-    net.add(Layer("embeddings.word_embeddings", vocab * hidden, 0.0))
-    net.add(Layer("embeddings.position_embeddings", max_positions * hidden, 0.0))
-    net.add(Layer("embeddings.token_type_embeddings", type_vocab * hidden, 0.0))
+    # the three look-ups are summed into one seq_len x hidden tensor: kept once (on the first)
+    net.add(Layer("embeddings.word_embeddings", vocab * hidden, 0.0, kept_values=seq_len * hidden,
+                  matrix=(vocab, hidden)))
+    net.add(Layer("embeddings.position_embeddings", max_positions * hidden, 0.0, matrix=(max_positions, hidden)))
+    net.add(Layer("embeddings.token_type_embeddings", type_vocab * hidden, 0.0, matrix=(type_vocab, hidden)))
     layer_norm("embeddings.LayerNorm")
     for i in range(num_layers):
         p = f"encoder.layer.{i}"
@@ -459,7 +479,8 @@ def bert(num_layers: int = 12, hidden: int = 768, heads: int = 12, seq_len: int 
             net.shape = (hidden, 1, 1)
             net.linear(f"{p}.attention.self.{proj}", hidden, tokens=seq_len)
         # Q K^T (seq x seq scores per head) and scores x V: no parameters
-        net.add(Layer(f"{p}.attention.scores", 0, 2 * (2.0 * seq_len * seq_len * hidden)))
+        net.add(Layer(f"{p}.attention.scores", 0, 2 * (2.0 * seq_len * seq_len * hidden),
+                      kept_values=2 * heads * seq_len * seq_len))     # the scores and their softmax
         net.linear(f"{p}.attention.output.dense", hidden, tokens=seq_len)
         layer_norm(f"{p}.attention.output.LayerNorm")
         net.linear(f"{p}.intermediate.dense", ffn, tokens=seq_len)

@@ -90,6 +90,23 @@ def scaling(series, path=None, title=""):
     return _save(fig, path)
 
 
+def scaling_bands(series, bands, path=None, title=""):
+    """scaling(), each line with its band shaded: bands {id(result): {"speedup": {low, high}}}
+    (dpsim.bands.propagate's, one per result), in the colour of the line the result is on."""
+    fig = scaling(series, None, title)
+    ax = fig.axes[0]
+    colour = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    for label, results in series.items():
+        line = next((name for name in colour if name == label or name.startswith(f"{label} = ")
+                     or f" = {label}" in name), None)
+        spans = [bands[id(r)]["speedup"] for r in results]
+        ax.fill_between([r.gpus for r in results], [b["low"] for b in spans], [b["high"] for b in spans],
+                        color=colour.get(line, "0.5"), alpha=0.2, lw=0)
+    ax.fill_between([], [], [], color="0.5", alpha=0.2, label="band (the scenario's ranges)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def breakdown(results, path=None, labels=None, title=""):
     """Stacked bars of where an iteration's time goes (ms), one bar per result: anything with a
     `breakdown_s` (a Result, or a Run such as `Result.uncompressed`), stacked bottom up in the

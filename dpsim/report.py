@@ -1,6 +1,9 @@
 """Text output: a scenario in one line, a result as a table with bars, compression's verdict."""
 import sys
 
+from .memory import PARTS as MEMORY_PARTS
+from .memory import does_not_fit
+
 
 def describe(sc) -> str:
     c, s = sc.cluster, sc.sync
@@ -33,8 +36,22 @@ def print_result(sc, res, out=sys.stdout):
         share = seconds / it if it else 0.0
         bar = "#" * round(share * 40)
         print(f"    {key.replace('_', ' '):15s}{seconds * 1e3:10.3f} ms {share:5.0%}  {bar}", file=out)
+    print_memory(sc, res, out)
     if res.uncompressed:
         print_compression(sc.sync.compression, res, res.uncompressed, out)
+
+
+def print_memory(sc, res, out=sys.stdout):
+    """Memory per GPU, part by part (dpsim.memory), against the GPU's; a scenario that does not fit says so."""
+    mem = res.memory_per_gpu_bytes
+    if not mem:
+        return
+    parts = ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(mem[k])}" for k in MEMORY_PARTS if mem.get(k))
+    capacity = sc.gpu_spec().memory_gb
+    of = f" of {capacity:g} GB" if capacity else " (the GPU's memory is not given)"
+    print(f"  memory per GPU {fmt_bytes(mem['total']):>13}{of}: {parts}", file=out)
+    if res.fits_in_memory is False:
+        print(f"  DOES NOT FIT: {does_not_fit(sc, mem)}", file=out)
 
 
 def print_compression(name, res, plain, out=sys.stdout):

@@ -28,6 +28,8 @@ class Result:
     gpus: int = 0
     trace: object = field(default=None, repr=False, compare=False)
     uncompressed: Run | None = None    # with compression: the same scenario without it
+    memory_per_gpu_bytes: dict = field(default_factory=dict)   # dpsim.memory.PARTS and their total
+    fits_in_memory: bool | None = None  # total within the GPU's memory; None: the GPU's memory is not given
 
     def to_dict(self) -> dict:
         return {
@@ -41,4 +43,6 @@ class Result:
             "gpus": self.gpus,
             "scenario": self.scenario,
             **({"uncompressed": self.uncompressed.to_dict()} if self.uncompressed else {}),
+            "memory_per_gpu_bytes": dict(self.memory_per_gpu_bytes),
+            "fits_in_memory": self.fits_in_memory,
         }

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from . import hardware, limits, strategies
 from .errors import ScenarioError
 from .specs import number
+from .vocabulary import COMPRESSIONS as COMPRESSION_NAMES
 from .vocabulary import RENAMED, unknown_algorithm
 
 STRATEGIES = (*strategies.MODULES, "none")       # the names of dpsim.vocabulary.ALGORITHMS it simulates
 PS_LOCATIONS = ("gpu0", "cpu")
-COMPRESSIONS = ("none", "1bit", "fp16")
+COMPRESSIONS = tuple(COMPRESSION_NAMES)         # none | 1bit | fp16 | powersgd | topk
+OPTIMIZERS = ("sgd", "adam")                     # dpsim.memory: their state per parameter
+MEMORY_CHECKS = ("mark", "error")
 PRECISIONS = ("fp32", "fp16")
 DATA_SOURCES = ("synthetic", "real")
 STAGINGS = ("direct", "host")
@@ -138,6 +141,12 @@ class TrainingConfig:
     iterations: int = _spec(10, positive=True)
     warmup_iterations: int = _spec(2, nonneg=True)
     seed: int = _spec(0, nonneg=True)
+    # Memory per GPU (dpsim.memory): the optimizer's state per parameter, and what a scenario
+    # whose GPU memory does not hold it does.
+    optimizer: str = _spec("sgd", choices=OPTIMIZERS, doc="sgd (with momentum: 4 bytes of state per parameter) "
+                           "| adam (8); with compute.precision = fp16, mixed precision: 8 | 12 (ZeRO's K)")
+    memory_check: str = _spec("mark", choices=MEMORY_CHECKS, doc="a scenario that does not fit the GPU's memory: "
+                              "mark = the result says so; error = one line, exit 2")
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,13 @@ class SyncConfig:
     update_location: str = _spec("gpu", choices=UPDATE_LOCATIONS, doc="cpu = the CPU parameter server applies the update (MXNet kvstore)")
     busy_poll: bool = _spec(False, doc="a rank waiting for a message spins on its device, as MPI does on CPU "
                             "cores (matters only when ranks outnumber devices)")
+    # Compression's own settings (dpsim/strategies/powersgd.py, topk.py). Rank 1 is PyTorch's
+    # PowerSGDState default (matrix_approximation_rank); Vogels et al. (NeurIPS 2019) train
+    # ResNet-18 on CIFAR-10 at rank 2. 1% is a setting of ours: no source calls it the best.
+    powersgd_rank: int = _spec(1, positive=True, doc="PowerSGD: rank r of the factors P (n x r) and Q (m x r) "
+                               "of every matrix; at most min(n, m) of each")
+    topk_ratio: float = _spec(0.01, positive=True, fraction=True, doc="top-k: the fraction of each bucket's values "
+                              "sent, in (0, 1]")
 
 
 SECTIONS = {

@@ -5,7 +5,7 @@
 import dataclasses
 import math
 
-from . import limits
+from . import limits, memory
 from .config import Scenario, load_scenario
 from .engine import Engine
 from .errors import ScenarioError
@@ -57,6 +57,7 @@ def simulate(scenario, overrides: dict | None = None, trace: bool = False, basel
     """Simulate a scenario (name, path, dict or Scenario). `baseline`: a one-GPU result to reuse;
     progress(done, total): called after every iteration of the main run."""
     sc = load_scenario(scenario, overrides)
+    memory_of(sc)                       # a scenario that must fit and does not ends here
     record = Trace(gpus_per_node=sc.cluster.gpus_per_node) if trace else None
     run = Engine(sc, record, progress=progress).run()
     sync_s = Engine(sc).sync_alone()
@@ -65,7 +66,8 @@ def simulate(scenario, overrides: dict | None = None, trace: bool = False, basel
     elif baseline is not None:
         base = baseline.throughput_samples_per_s
     else:
-        base = simulate(single_gpu(sc)).throughput_samples_per_s
+        one = single_gpu(sc)            # the baseline's memory is not checked: it is not the user's scenario
+        base = throughput(one, Engine(one).run())
     plain = None
     if compressed(sc):
         plain = Engine(uncompressed_twin(sc)).run()
@@ -87,8 +89,19 @@ def make_result(sc, run: Run, sync_s, base_throughput, plain: Run | None, record
                         run.bytes_sent_per_gpu, *run.breakdown_s.values(), *(plain.breakdown_s.values() if plain else ()))
     own = throughput(sc, run)
     speedup = own / (own if base_throughput is None else base_throughput)
+    held, fits = memory_of(sc)
     return Result(run.iteration_time_s, own, speedup, speedup / sc.gpus, sync_s,
-                  run.bytes_sent_per_gpu, run.breakdown_s, resolved(sc), sc.gpus, record, plain)
+                  run.bytes_sent_per_gpu, run.breakdown_s, resolved(sc), sc.gpus, record, plain, held, fits)
+
+
+def memory_of(sc: Scenario) -> tuple[dict, bool | None]:
+    """(memory per GPU, whether it fits: dpsim.memory); with training.memory_check = "error" a
+    scenario that does not fit is a ScenarioError."""
+    held = memory.per_gpu(sc)
+    fits = memory.fits(sc, held)
+    if fits is False and sc.training.memory_check == "error":
+        raise ScenarioError("training.memory_check", memory.does_not_fit(sc, held))
+    return held, fits
 
 
 def throughput(sc: Scenario, run: Run) -> float:

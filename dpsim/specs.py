@@ -33,12 +33,14 @@ def resolve_gpu(value, key="cluster.gpu") -> hardware.GPU:
             raise ScenarioError(key, f"unknown GPU {value!r}; choose one of: {', '.join(hardware.GPUS)}")
         return hardware.GPUS[value]
     if isinstance(value, dict):
-        _inline(value, key, ("fp32_tflops", "mem_bw_gbs"), ("fp16_tflops", "name", "source"))
+        _inline(value, key, ("fp32_tflops", "mem_bw_gbs"), ("fp16_tflops", "name", "source", "memory_gb"))
         fp32 = number(value["fp32_tflops"], f"{key}.fp32_tflops")
         fp16 = number(value.get("fp16_tflops", fp32), f"{key}.fp16_tflops")
+        memory = number(value["memory_gb"], f"{key}.memory_gb") if "memory_gb" in value else 0.0
         return hardware.GPU(str(value.get("name", "custom")), fp32, fp16,
                             number(value["mem_bw_gbs"], f"{key}.mem_bw_gbs"),
-                            str(value.get("source", "given inline in the scenario")))
+                            str(value.get("source", "given inline in the scenario")), memory,
+                            "given inline in the scenario" if memory else "")
     raise ScenarioError(key, f"expected a GPU preset name or an inline table, got {value!r}")
 
 

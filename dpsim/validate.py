@@ -17,6 +17,9 @@ What is predicted, per kind of case:
                       simulate(); within 10 percentage points of the published figure.
   speedup             throughput on all GPUs / throughput on one, from simulate(); within 15%
                       (no tolerance is stated for speed-ups: the bandwidth's is used).
+  memory_per_gpu      GB per GPU of the model states, dpsim.memory's parameters + gradients +
+                      optimizer state for a custom model of model_params parameters (no
+                      simulation); within 15%.
 Training cases keep dpsim's defaults for everything the table does not set (synthetic data,
 compute at 0.6 of peak, 25 MiB buckets overlapping backward). All cases take about a second.
 
@@ -27,7 +30,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import config
+from . import config, memory
 from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate
@@ -68,6 +71,9 @@ def scenario(case) -> dict | None:
     if case["what"] == "allreduce_busbw":
         return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
                                            "sync.segment_mib": NCCL_SEGMENT_MIB})
+    if case["what"] == "memory_per_gpu":
+        return {**sc, "model": {"params": d["model_params"], "flops_per_sample": 1.0},
+                "compute": {"precision": d["precision"]}, "training": {"optimizer": d["optimizer"]}}
     sc["model"] = {"preset": d["model"]}
     sc["compute"] = {"precision": d.get("precision", "fp32")}
     sc["training"] = {"batch_per_gpu": d["batch"]}
@@ -80,6 +86,9 @@ def predict(case) -> float:
     if case["what"] == "allreduce_busbw":
         n, nbytes = sc.gpus, case.get("message_bytes", GIB)
         return 2 * (n - 1) / n * nbytes / collective_time(sc, nbytes) / 1e9
+    if case["what"] == "memory_per_gpu":
+        held = memory.per_gpu(sc)
+        return (held["parameters"] + held["gradients"] + held["optimizer_state"]) / 1e9
     res = simulate(sc)
     return {"scaling_efficiency": 100 * res.scaling_efficiency, "speedup": res.speedup}[case["what"]]
 
@@ -149,7 +158,7 @@ def describe(case) -> str:
 
 
 SHORT = {"allreduce_busbw": "busbw", "scaling_efficiency": "efficiency", "speedup": "speed-up",
-         "relative_throughput": "relative"}
+         "relative_throughput": "relative", "memory_per_gpu": "memory"}
 
 
 def format_off(row) -> str:

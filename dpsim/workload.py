@@ -46,6 +46,7 @@ def input_output_bytes(preset: str) -> tuple[int, int]:
 class Bucket:
     nbytes: float
     ready_s: float      # seconds after backward starts when its last gradient is ready
+    matrices: tuple = ()  # (rows, columns, layer name) of each matrix-shaped weight in it (PowerSGD)
 
 
 @dataclass(frozen=True)
@@ -59,19 +60,22 @@ class Workload:
     output_bytes: int       # per sample
 
 
-def make_buckets(grad_bytes, fractions, backward_s, bucket_bytes) -> tuple[Bucket, ...]:
-    """Group per-layer gradients (backward order) into buckets of at least bucket_bytes."""
+def make_buckets(grad_bytes, fractions, backward_s, bucket_bytes, matrices=None) -> tuple[Bucket, ...]:
+    """Group per-layer gradients (backward order) into buckets of at least bucket_bytes;
+    matrices: each layer's (rows, columns, name), or () for a layer of vectors only."""
+    matrices = matrices or [()] * len(grad_bytes)
     if bucket_bytes <= 0:
-        return (Bucket(float(sum(grad_bytes)), backward_s),)
-    buckets, size, elapsed = [], 0.0, 0.0
-    for nbytes, share in zip(grad_bytes, fractions):
+        return (Bucket(float(sum(grad_bytes)), backward_s, tuple(m for m in matrices if m)),)
+    buckets, size, elapsed, held = [], 0.0, 0.0, []
+    for nbytes, share, matrix in zip(grad_bytes, fractions, matrices):
         size += nbytes
         elapsed += share * backward_s
+        held += [matrix] if matrix else []
         if size >= bucket_bytes:
-            buckets.append(Bucket(size, elapsed))
-            size = 0.0
+            buckets.append(Bucket(size, elapsed, tuple(held)))
+            size, held = 0.0, []
     if size > 0:
-        buckets.append(Bucket(size, backward_s))
+        buckets.append(Bucket(size, backward_s, tuple(held)))
     return tuple(buckets)
 
 
@@ -87,7 +91,9 @@ def build(sc) -> Workload:
         fractions = model.backward_time_fraction(s_per_flop, 1 / (mem_bw * 1e9))
     else:
         fractions = model.backward_flops_fraction()
-    buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB)
+    matrices = [(*layer.matrix, layer.name) if layer.matrix else () for layer in reversed(model.layers)
+                if layer.params > 0]
+    buckets = make_buckets(grads, fractions, backward_s, sc.sync.bucket_mib * MIB, matrices)
     inp, out = input_output_bytes(sc.model.preset)
     return Workload(forward_s, backward_s, compute.update_time_s(model.params, mem_bw),
                     float(model.params * GRAD_BYTES_PER_PARAM), buckets, inp, out)

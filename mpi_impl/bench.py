@@ -44,12 +44,17 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import single_copy
-from mpi_impl.errors import Parser, UsageError, algorithm_names, usage_errors
+from mpi_impl import files, single_copy
+from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
          "G": 1024 ** 3, "GB": 1024 ** 3}
 BENCH_ALGORITHMS = mpi_impl.ALGORITHMS + ("1bit",)
+#: Limits, checked before any buffer is allocated (mpi_impl/README.md, "Limits"): a buffer
+#: of --sizes or --segment (each rank holds about five: x, out, scratch and staging copies)
+SIZE_LIMIT = 1 << 30
+#: how many --sizes, --segment values and --iters or --warmup calls
+LIST_LIMIT, ITERS_LIMIT = 64, 1_000_000
 
 
 def parse_size(text: str) -> int:
@@ -255,8 +260,11 @@ PROG = "mpi_impl.bench"
 
 
 def main(argv=None):
-    with usage_errors(PROG):
-        return run(argv)
+    try:
+        with usage_errors(PROG):
+            return run(argv)
+    except KeyboardInterrupt:                   # Ctrl-C: one line, no rank left waiting
+        interrupted(PROG)
 
 
 def build_parser():
@@ -288,6 +296,14 @@ def sizes_and_segments(args):
         raise UsageError(str(exc)) from None
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be >= 1 and --warmup >= 0")
+    if max(args.iters, args.warmup) > ITERS_LIMIT:
+        raise UsageError(f"--iters and --warmup are limited to {ITERS_LIMIT:,} calls")
+    for option, values in (("--sizes", sizes), ("--segment", segments)):
+        if len(values) > LIST_LIMIT:
+            raise UsageError(f"{option}: {len(values)} values, above the limit of {LIST_LIMIT}")
+        if max(values) > SIZE_LIMIT:
+            raise UsageError(f"{option} {human(max(values))} is above the limit of "
+                             f"{human(SIZE_LIMIT)} per buffer (mpi_impl/README.md, \"Limits\")")
     problem = mpi_impl.missing_cupy(args.device)
     if problem:
         raise UsageError(problem)
@@ -298,16 +314,20 @@ def run(argv):
     args = build_parser().parse_args(argv)
     sizes, segments = sizes_and_segments(args)
     comm = MPI.COMM_WORLD
+    problem = files.output_problem("--json", args.json) if args.json and comm.Get_rank() == 0 else None
+    problem = comm.bcast(problem, root=0)       # rank 0 writes it: its verdict for every rank
+    if problem:
+        raise UsageError(problem)
     device = mpi_impl.pick_device(args.device, comm)
     rank0 = comm.Get_rank() == 0
     if rank0:
         print_header(comm, args)
-    with mpi_impl.abort_on_error(comm):
+    with mpi_impl.abort_on_error(comm, PROG):
         machine = measure(comm, device, args.cuda_aware)
     if rank0:
         print_machine(machine)
     rows = []
-    with mpi_impl.abort_on_error(comm):
+    with mpi_impl.abort_on_error(comm, PROG):
         for nbytes in sizes:
             for row in bench_size(variants(args.algo, segments), nbytes, args, comm, device, machine):
                 rows.append(row)
@@ -315,9 +335,9 @@ def run(argv):
                     print(row_line(row), flush=True)
     if rank0 and args.json:
         figures = {k: v for k, v in machine.items() if k.endswith(("_us", "_gbs"))}
-        with open(args.json, "w") as f:
-            json.dump({"ranks": comm.Get_size(), "device": args.device, "iters": args.iters,
-                       "warmup": args.warmup, "machine": figures, "rows": rows}, f, indent=1)
+        result = {"ranks": comm.Get_size(), "device": args.device, "iters": args.iters,
+                  "warmup": args.warmup, "machine": figures, "rows": rows}
+        files.write_new(args.json, lambda f: json.dump(result, f, indent=1))
     return 0
 
 
@@ -337,7 +357,7 @@ def print_machine(machine):
           f"beta {rate('beta_gbs')} GB/s (every rank sending 64 MiB to the next at once), gamma "
           f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
           f"(64 MiB, all ranks at once); not in the bound: 64 MiB one way alone (ping-pong), "
-          f"{rate('one_way_gbs')} GB/s")
+          f"{rate('one_way_gbs')} GB/s", flush=True)
     print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
           f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
           f"{'sent/rank(B)':>14}")

@@ -27,12 +27,16 @@ first two checkpoints of a resumed run replace it.
 Loads never unpickle (allow_pickle=False); a file that is not a checkpoint, or whose
 contents do not fit, raises :class:`CheckpointError`, one line naming the file.
 """
+import hashlib
 import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from mpi_impl import files
 
 #: the name of a generation; epochs without leading zeros, so one epoch has one name
 NAME = re.compile(r"rank(0|[1-9][0-9]*)\.epoch(0|[1-9][0-9]*)\.npz")
@@ -66,21 +70,29 @@ def _fsync_folder(directory):
         os.close(fd)
 
 
+def digest(arrays):
+    """sha256 (hex) of {name: array}: every array's name, dtype, shape and bytes, by name."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(to_numpy(arrays[name]))
+        h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def save(directory, rank, epoch, arrays, meta):
     """Write {name: array} and the JSON-able `meta` dict as rank's checkpoint of `epoch`,
-    atomically: after a crash the final file is either complete or absent.  Returns its path."""
+    atomically: after a crash the final file is either complete or absent.  The meta gets
+    the arrays' :func:`digest`.  Returns its path."""
     directory = Path(directory)
     if not directory.is_dir():
         directory.mkdir(parents=True, exist_ok=True)    # other ranks may make it at once
         _fsync_folder(directory.parent)
     final = path_for(directory, rank, epoch)
-    temporary = final.with_name(final.name + ".tmp")
-    with open(temporary, "wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)),
-                 **{name: to_numpy(a) for name, a in arrays.items()})
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, final)
+    arrays = {name: to_numpy(a) for name, a in arrays.items()}
+    meta = {**meta, "digest": digest(arrays)}
+    files.write_new(final, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays),
+                    binary=True)
     _fsync_folder(directory)
     return final
 
@@ -101,7 +113,7 @@ def _own_generations(directory, rank):
 
 def _legacy_epoch(path):
     """The epoch recorded in an old-layout file; CheckpointError if it is unreadable."""
-    epoch = read(path)[1].get("epoch")
+    epoch = read(path, shapes={})[1].get("epoch")
     if type(epoch) is not int or epoch < 0:
         raise CheckpointError(f"{path}: its meta has no valid epoch ({epoch!r})")
     return epoch
@@ -131,7 +143,7 @@ def prune(directory, rank, keep):
     the folder.  Call it only once every rank holds the newest epoch of `keep`."""
     directory = Path(directory)
     doomed = [p for e, p in _own_generations(directory, rank).items() if e not in keep]
-    doomed += list(directory.glob(f"rank{rank}.epoch*.npz.tmp"))
+    doomed += list(directory.glob(f"rank{rank}.epoch*.npz*.tmp"))
     old = legacy_path(directory, rank)
     if old.is_file():
         try:
@@ -145,29 +157,90 @@ def prune(directory, rank, keep):
         _fsync_folder(directory)
 
 
-def read(path):
+#: the largest meta a checkpoint may hold (its history grows by one record per epoch)
+META_LIMIT = 64 << 20
+#: the largest .npy header (numpy writes them in multiples of 64 bytes, short)
+HEADER_LIMIT = 1 << 16
+
+
+def read(path, shapes=None, check_meta=None):
     """(arrays, meta) of one checkpoint file.  Raises CheckpointError, one line naming the
-    file, if it is not an .npz archive with a JSON object under "meta" and plain (not
-    object) arrays beside it: a truncated file, random bytes, a pickle."""
+    file, if it is not a regular file holding an .npz archive with a JSON object under
+    "meta" and plain (not object) arrays beside it whose :func:`digest` is the meta's: a
+    truncated file, random bytes, a pickle, a FIFO, arrays edited after saving.
+
+    shapes ({name: (shape, dtype)}): the arrays the caller can use.  Each member's size
+    in the archive's directory and its .npy header are checked against them before it is
+    decompressed, so that an array that would inflate beyond what the model needs (a
+    decompression bomb) is refused unread; another name is refused too.  shapes={} reads
+    the meta alone (no digest check); None reads whatever arrays there are.  check_meta(meta),
+    if given, runs before any array is read (it raises CheckpointError to refuse the file)."""
     def bad(why):
-        return CheckpointError(f"{path}: not a usable checkpoint ({why})")
+        return CheckpointError(f"{files.printable(path)}: not a usable checkpoint ({why})")
     try:
-        archive = np.load(path, allow_pickle=False)
+        with files.open_regular(path) as f, zipfile.ZipFile(f) as archive:
+            members = {info.filename[:-4]: info for info in archive.infolist()
+                       if info.filename.endswith(".npy")}
+            if "meta" not in members:
+                raise bad("no meta")
+            meta = json.loads(str(_member(archive, members["meta"], ((), None), META_LIMIT)[()]))
+            if not isinstance(meta, dict):
+                raise bad("its meta is not a JSON object")
+            if check_meta:
+                check_meta(meta)
+            names = sorted(set(members) - {"meta"})
+            if shapes and set(names) - set(shapes):
+                raise bad(f"unexpected arrays {', '.join(sorted(set(names) - set(shapes)))} "
+                          f"for this model")
+            if shapes == {}:
+                names = []
+            arrays = {n: _member(archive, members[n], shapes[n] if shapes else None) for n in names}
+    except files.FileRefused as error:
+        raise CheckpointError(str(error)) from None
+    except CheckpointError:
+        raise
+    except _Refused as why:
+        raise bad(str(why)) from None
     except Exception as error:                  # every way a file can fail to parse
-        raise bad(f"truncated or not an .npz archive: {type(error).__name__}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise bad("a single array, not an .npz archive")
-    with archive:
-        if "meta" not in archive.files:
-            raise bad("no meta")
-        try:
-            arrays = {name: archive[name] for name in archive.files if name != "meta"}
-            meta = json.loads(str(archive["meta"]))
-        except Exception as error:
-            raise bad(f"a damaged or non-numeric entry: {type(error).__name__}") from None
-    if not isinstance(meta, dict):
-        raise bad("its meta is not a JSON object")
+        raise bad(f"truncated, damaged or not an .npz archive: {type(error).__name__}") from None
+    if shapes != {} and meta.get("digest") != digest(arrays):
+        raise bad("its arrays do not match the digest in its meta: damaged or edited"
+                  if "digest" in meta else "no digest of its arrays in its meta")
     return arrays, meta
+
+
+class _Refused(Exception):
+    """A member of the archive that read() will not decompress (why, in a few words)."""
+
+
+def _member(archive, info, want, limit=None):
+    """The array in member `info` of `archive`, after checking, before decompressing it,
+    that it is what `want` = (shape, dtype) says (None: any array; a dtype of None: any
+    dtype of that shape, up to `limit` bytes)."""
+    name = info.filename[:-4]
+    shape, dtype = want if want is not None else (None, None)
+    if dtype is not None:
+        limit = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if limit is not None and info.file_size > limit + HEADER_LIMIT:
+        raise _Refused(f"{name} inflates to {info.file_size} bytes, more than the "
+                       f"{limit + HEADER_LIMIT} its place can take")
+    with archive.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        header = {(1, 0): np.lib.format.read_array_header_1_0,
+                  (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        if header is None:
+            raise _Refused(f"{name}: .npy format {version}")
+        got_shape, _, got_dtype = header(member, max_header_size=HEADER_LIMIT)
+    if got_dtype.hasobject:
+        raise _Refused(f"{name} holds Python objects")
+    if want is not None and (tuple(got_shape) != tuple(shape) or
+                             (dtype is not None and got_dtype != np.dtype(dtype))):
+        raise _Refused(f"{name} is {got_dtype} {tuple(got_shape)}, the model needs "
+                       f"{dtype or 'an array of'} {tuple(shape)}")
+    if limit is not None and int(np.prod(got_shape, dtype=np.int64)) * got_dtype.itemsize > limit:
+        raise _Refused(f"{name} holds more than {limit} bytes")
+    with archive.open(info) as member:
+        return np.lib.format.read_array(member, allow_pickle=False, max_header_size=HEADER_LIMIT)
 
 
 def check(path, arrays, meta, *, epoch, max_epoch, shapes, optional=()):

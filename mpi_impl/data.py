@@ -88,6 +88,9 @@ def _digits_table():
 
 
 RECORD_BYTES = 1 + 3 * 32 * 32
+#: the most CIFAR-10 records read from a --data-dir (its training files together; CIFAR-10
+#: has 50,000): 100,000 images are 1.2 GB as float32 (mpi_impl/README.md, "Limits")
+RECORDS_LIMIT = 100_000
 
 
 def read_cifar10_file(path):
@@ -120,6 +123,10 @@ def cifar10(directory):
     train_files = sorted(directory.glob("data_batch_*.bin"))
     if not train_files:
         raise DataError(f"--data-dir {directory}: no data_batch_*.bin files")
+    total = sum(f.stat().st_size for f in train_files if f.is_file())
+    if total > RECORDS_LIMIT * RECORD_BYTES:
+        raise DataError(f"--data-dir {directory}: its data_batch_*.bin files hold {total:,} bytes, "
+                        f"more than the limit of {RECORDS_LIMIT:,} records ({RECORDS_LIMIT * RECORD_BYTES:,} bytes)")
     parts = [read_cifar10_file(f) for f in train_files]
     images = np.concatenate([p[0] for p in parts])
     labels = np.concatenate([p[1] for p in parts])

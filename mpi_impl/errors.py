@@ -2,8 +2,8 @@
 
 Two rules keep an MPI program from hanging:
 
-1. **Check collectively.**  If only the rank with a bad buffer raised, the others would wait
-   forever in the next collective.  :func:`check_arguments` therefore puts each rank's view
+1. **Check collectively, before any message is posted.**  If only the rank with a bad
+   buffer raised, the others would wait forever in the next collective.  :func:`check_arguments` therefore puts each rank's view
    (buffer length, dtype, algorithm, device) into one tiny ``Allreduce`` (MIN of ``v`` and
    ``-v``, which gives min and max in one call), and every rank raises the same exception
    when any rank is wrong.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 import traceback
@@ -28,6 +29,8 @@ import traceback
 import numpy as np
 from dpsim.vocabulary import unknown_algorithm
 from mpi4py import MPI
+
+from mpi_impl.files import printable
 
 #: dtypes the all-reduce algorithms can sum (MPI datatypes exist for all of them).
 REDUCIBLE_DTYPES = ("float32", "float64", "int32", "int64")
@@ -44,7 +47,8 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     name is dpsim.vocabulary.unknown_algorithm's), x's dtype is one of `dtypes` and the
     same on all ranks, x has the same number of elements on all ranks, and all ranks agree on
     CPU vs GPU.  `problem` is a message about some other argument (named by `about`) that
-    the caller found wrong on this rank.  `same` maps names to integer settings that must
+    the caller found wrong on this rank; every rank then raises the lowest such rank's
+    message (a second, pickled collective, taken only then).  `same` maps names to integer settings that must
     agree across ranks (e.g. 1-bit's block).  Costs one Allreduce of a few integers.
     """
     size = int(getattr(x, "size", -1))
@@ -58,8 +62,11 @@ def check_arguments(x, comm, *, algo=None, algorithms=(), dtypes=REDUCIBLE_DTYPE
     comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MIN)
     low, high = both[:len(mine)], -both[len(mine):]
 
-    if high[4]:
-        raise ValueError(problem or f"invalid {about} on another rank (see that rank's message)")
+    if high[4]:                        # every rank takes this branch: the same words everywhere
+        ranks_problems = [(r, p) for r, p in enumerate(comm.allgather(problem)) if p]
+        first, text = ranks_problems[0]
+        everywhere = len(ranks_problems) == comm.Get_size()
+        raise ValueError(text if everywhere else f"{text} (the {about} of rank {first})")
     if low[1] < 0 or high[1] != low[1]:
         if algo_code < 0:
             raise ValueError(unknown_algorithm(algo, algorithms))
@@ -93,7 +100,9 @@ def abort_job(comm, code=1):
     The pause: a rank's stdout and stderr are pipes to MPICH's hydra proxy, which forwards
     them to mpiexec.  Abort kills the job's processes, and the rank's last line (the reason
     for the abort) can still be in the pipe and get lost: flushing only moves it from
-    Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on."""
+    Python's buffer into the pipe.  ABORT_GRACE_S gives the proxy time to pass it on.
+    MPICH's Abort asks mpiexec to end the job and may return first; this rank then exits at
+    once (os._exit), so that the code after an abort_on_error block never runs."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -101,6 +110,7 @@ def abort_job(comm, code=1):
             pass
     time.sleep(ABORT_GRACE_S)
     comm.Abort(code)
+    os._exit(code)          # MPICH's Abort can return before mpiexec ends this process: never go on
 
 
 def _report_and_abort(exc_type, exc, tb, comm):
@@ -111,14 +121,18 @@ def _report_and_abort(exc_type, exc, tb, comm):
 
 
 @contextlib.contextmanager
-def abort_on_error(comm=None):
+def abort_on_error(comm=None, prog=None):
     """``with abort_on_error(): ...`` -- any exception ends the whole job with exit code 1.
 
-    ``SystemExit(0)`` (a normal ``sys.exit()``) passes through untouched.
+    ``SystemExit(0)`` (a normal ``sys.exit()``) passes through untouched; Ctrl-C ends the
+    job with :func:`interrupted`'s one line ("PROG: interrupted", PROG default: the
+    script's name) and exit code 130.
     """
     comm = comm or MPI.COMM_WORLD
     try:
         yield
+    except KeyboardInterrupt:
+        interrupted(prog or os.path.basename(sys.argv[0]), comm)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             _report_and_abort(type(exc), exc, exc.__traceback__, comm)
@@ -161,9 +175,38 @@ def usage_errors(prog: str):
         yield
     except UsageError as error:
         if MPI.COMM_WORLD.Get_rank() == 0:
-            text = str(error).replace("\r", "\\r").replace("\n", "\\n")     # one line, whatever was typed
+            text = printable(error)             # one line, control characters escaped
             print(f"{prog}: error: {text}", file=sys.stderr, flush=True)
         sys.exit(2)
+
+
+#: exit code of a run ended by Ctrl-C (SIGINT), as shells report 128 + 2
+INTERRUPTED_EXIT = 130
+#: seconds an interrupted rank other than 0 waits before it speaks (see interrupted)
+INTERRUPT_GRACE_S = 0.5
+
+
+def interrupted(prog: str, comm=None):
+    """After Ctrl-C (KeyboardInterrupt) on this rank: one line, "PROG: interrupted", and
+    the whole job ends with exit code 130 (MPI Abort: the other ranks may be waiting for
+    this one in a collective).
+
+    Ctrl-C on a terminal reaches every rank (mpiexec passes it on): rank 0 speaks and ends
+    the job at once, and the others wait INTERRUPT_GRACE_S first, so that the line is
+    printed once; a rank interrupted alone still speaks after that pause.  MPI's own note
+    about the Abort is silenced (stderr closed after the line).  The files the programs
+    write are written under a temporary name and renamed when complete
+    (files.write_new), so none is left half written."""
+    comm = comm or MPI.COMM_WORLD
+    if comm.Get_rank() != 0:
+        time.sleep(INTERRUPT_GRACE_S)
+    print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+    except (OSError, ValueError):
+        pass
+    abort_job(comm, INTERRUPTED_EXIT)
 
 
 def algorithm_name(allowed):

@@ -235,6 +235,7 @@ class Net:
     """
 
     name = "net"
+    hooks = None        # sharded training (zero.py): told before and after each layer with parameters
 
     def __init__(self, layers, input_shape, xp=np, dtype="float32", seed=0):
         self.layers = layers
@@ -246,35 +247,59 @@ class Net:
         self.params = xp.zeros(self.num_params, dtype=dtype)
         self.grads = xp.zeros(self.num_params, dtype=dtype)
         self.layer_offsets = []                # (layer index, lo, hi) for layers with params
+        self.flat_of = {}                      # layer index -> [its params, its grads], flat
         offset = 0
-        for i, (layer, layer_shapes) in enumerate(zip(layers, shapes)):
-            views, grad_views, lo = {}, {}, offset
-            for name, shape in layer_shapes.items():
-                n = math.prod(shape)
-                views[name] = self.params[offset:offset + n].reshape(shape)
-                grad_views[name] = self.grads[offset:offset + n].reshape(shape)
-                offset += n
-            if layer_shapes:
-                layer.bind(views, grad_views)
-                self.layer_offsets.append((i, lo, offset))
+        for i, size in enumerate(sizes):
+            if size:
+                self.layer_offsets.append((i, offset, offset + size))
+                self.bind_layer(i, self.params[offset:offset + size], self.grads[offset:offset + size])
+                offset += size
         rng = np.random.default_rng(seed)
         for layer in layers:
             layer.init(rng, xp)
         self.flops_per_sample = sum(layer.flops() for layer in layers)
 
+    def bind_layer(self, i, params=False, grads=False):
+        """Point layer i's parameters and/or gradients at the flat arrays given (of that
+        layer's length), or None to let go of them (sharded training frees what it does not
+        need); False keeps what the layer has."""
+        flat = self.flat_of.setdefault(i, [None, None])
+        if params is not False:
+            flat[0] = params
+        if grads is not False:
+            flat[1] = grads
+        views = [{}, {}]
+        for k in (0, 1):
+            offset = 0
+            for name, shape in self.layers[i].param_shapes().items():
+                n = math.prod(shape)
+                views[k][name] = None if flat[k] is None else flat[k][offset:offset + n].reshape(shape)
+                offset += n
+        self.layers[i].bind(*views)
+
     def forward(self, x):
         """x: (B, *input_shape) -> logits (B, classes)."""
-        for layer in self.layers:
+        hooks = self.hooks
+        for i, layer in enumerate(self.layers):
+            if hooks and i in self.flat_of:
+                hooks.before_forward(i)
             x = layer.forward(x)
+            if hooks and i in self.flat_of:
+                hooks.after_forward(i)
         return x
 
     def backward(self, dlogits, on_grads_ready=None):
         """Backpropagate; fills self.grads. After each layer with parameters finishes,
         call on_grads_ready(lo): from then on grads[lo:] is final (used for overlap)."""
         starts = {i: lo for i, lo, _ in self.layer_offsets}
+        hooks = self.hooks
         d = dlogits
         for i in range(len(self.layers) - 1, -1, -1):
+            if hooks and i in starts:
+                hooks.before_backward(i)
             d = self.layers[i].backward(d)
+            if hooks and i in starts:
+                hooks.after_backward(i)
             if on_grads_ready is not None and i in starts:
                 on_grads_ready(starts[i])
         return d

@@ -32,7 +32,9 @@ the timeline's exposed_comm and compression; the work itself, wherever it ran, i
 
 1-bit SGD keeps one `OneBitAllreduce` (with its own error-feedback residual and codec
 clock, `codec_s`) per bucket, and sends full-precision gradients until `warmup_samples`
-samples have been trained.
+samples have been trained.  PowerSGD and top-k (powersgd.py, topk.py) run the same way: the
+`compressor` argument makes one per bucket, called on the bucket like OneBitAllreduce.
+ZeRO (zero.py) is not an averager of this kind: it reuses plan_buckets and the bucket runners.
 """
 import queue
 import threading
@@ -106,8 +108,9 @@ class GradientAverager:
     """
 
     def __init__(self, grads, layer_offsets, comm, sync="ring", compress="none",
-                 error_feedback=True, overlap=False, bucket_mib=25.0, timeline=None):
-        self.grads, self.comm, self.sync = grads, comm, sync
+                 error_feedback=True, overlap=False, bucket_mib=25.0, timeline=None,
+                 compressor=None):
+        self.grads, self.comm, self.sync, self.compress = grads, comm, sync, compress
         self.n = comm.Get_size()
         self.timeline = timeline
         self.buckets = plan_buckets(layer_offsets, grads.itemsize, bucket_mib if overlap else 0)
@@ -120,6 +123,11 @@ class GradientAverager:
         if len(self.buckets) > 1 and not iallreduce and not threads_ok:
             # MPI calls from a second thread are not allowed: sync after backward instead.
             self.buckets = plan_buckets(layer_offsets, grads.itemsize, 0)
+        # one compressor per bucket: 1-bit's, or compressor(lo, hi) (PowerSGD, top-k);
+        # each is called on the bucket and returns the sum over ranks, like OneBitAllreduce
+        self.compressors = self.onebit
+        if compressor is not None:
+            self.compressors = [compressor(lo, hi) for lo, hi in self.buckets]
         if len(self.buckets) == 1:
             self.runner = AfterBackward(self)
         elif iallreduce:
@@ -139,7 +147,7 @@ class GradientAverager:
     # ------------------------------------------------------------------ the per-step calls
     def begin(self, compressed):
         """Start a step; compressed=False sends full precision (1-bit warm-up)."""
-        self.compressed = compressed and self.onebit is not None
+        self.compressed = compressed and self.compressors is not None
         self.started = 0                              # buckets started so far this step
         self.codec_s = 0.0
         self.runner.begin()
@@ -178,13 +186,13 @@ class GradientAverager:
         start = time.perf_counter()
         codec_s = 0.0
         if self.compressed:
-            onebit = self.onebit[b]
-            bytes_before, codec_before = onebit.bytes_sent, onebit.codec_s
-            total = onebit(g)
-            self.bytes_sent += onebit.bytes_sent - bytes_before
-            codec_s = onebit.codec_s - codec_before
+            coder = self.compressors[b]
+            bytes_before, codec_before = coder.bytes_sent, coder.codec_s
+            total = coder(g)
+            self.bytes_sent += coder.bytes_sent - bytes_before
+            codec_s = coder.codec_s - codec_before
             g[...] = total
-            name = f"1-bit allreduce bucket {b}"
+            name = f"{'1-bit' if self.compress == '1bit' else self.compress} allreduce bucket {b}"
         else:
             mpi_impl.allreduce(g, algo=self.sync, comm=self.comm, out=g, check=self._first_call)
             self.bytes_sent += mpi_impl.bytes_sent(self.sync, hi - lo, g.itemsize, self.n,

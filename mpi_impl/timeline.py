@@ -36,6 +36,8 @@ from contextlib import contextmanager
 
 from dpsim.vocabulary import BREAKDOWN
 
+from mpi_impl import files
+
 WORK = ("load", "communication", "codec")
 PHASES = BREAKDOWN + WORK              # every total a span or a count can add to
 TRACK_NAMES = {0: "training loop", 99: "communication"}
@@ -130,5 +132,4 @@ def write_chrome_trace(path, events_per_rank):
     """Write one trace file from the event lists gathered from every rank."""
     events = [event for rank_events in events_per_rank for event in rank_events]
     events.sort(key=lambda e: (e["pid"], e["ph"] != "M", e.get("ts", 0)))       # names first
-    with open(path, "w") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+    files.write_new(path, lambda f: json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f))

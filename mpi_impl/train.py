@@ -32,24 +32,29 @@ timeline.py (--trace, and the clock behind the breakdown), watchdog.py (--stall-
 the whole job ends when a rank makes no progress, instead of every other rank waiting in
 the all-reduce forever).
 """
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
+from dpsim.vocabulary import SHARDED
 from mpi4py import MPI
 
 from mpi_impl import data, nets
+from mpi_impl.powersgd import PowerSGD, parameter_arrays
+from mpi_impl.topk import TopK
 from mpi_impl.device import pick_device
-from mpi_impl.errors import abort_job, usage_errors
+from mpi_impl.errors import abort_job, interrupted, usage_errors
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD
 from mpi_impl.timeline import Timeline, write_chrome_trace
 from mpi_impl.train_checkpoints import DIVERGED_EXIT, Diverged, save_checkpoint, starting_point
-from mpi_impl.train_options import PROG, load_data, parse_args
+from mpi_impl.train_options import PROG, check_outputs_together, load_data, parse_args
 from mpi_impl.train_results import (epoch_line, epoch_record, run_banner, show_progress,
                                     stdout_is_terminal, weights_digest, write_json)
 from mpi_impl.watchdog import Watchdog
+from mpi_impl.zero import STAGES, Zero, held_memory
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Replica:
     watchdog: Watchdog                 # petted at every phase of a step
     steps_done: int = 0                # training steps taken by this process
     samples_trained: int = 0           # by all ranks together, since the very start
+    run_id: str = ""                   # recorded in every checkpoint, kept across resumes
     progress_bar: bool = False
 
 
@@ -77,13 +83,30 @@ def build_replica(args, comm, train_set, watchdog):
     tl = Timeline(rank, sync=None if xp is np else device.wait, keep_spans=bool(args.trace))
     net = nets.build(args.model, train_set.shape, train_set.classes, args.width, args.depth,
                      xp=xp, dtype=args.dtype, seed=args.seed)
-    opt = MomentumSGD(net.params, net.grads, args.lr, args.momentum)
-    averager = GradientAverager(net.grads, net.layer_offsets, comm, sync=args.sync,
-                                compress=args.compress, error_feedback=not args.no_error_feedback,
-                                overlap=args.overlap, bucket_mib=args.bucket_mib, timeline=tl)
+    if args.sync in SHARDED:           # ZeRO: one object shards the sync and the update
+        opt = averager = Zero(net, comm, STAGES[args.sync], args.lr, args.momentum,
+                              overlap=args.overlap, bucket_mib=args.bucket_mib, timeline=tl)
+    else:
+        opt = MomentumSGD(net.params, net.grads, args.lr, args.momentum)
+        averager = GradientAverager(net.grads, net.layer_offsets, comm, sync=args.sync,
+                                    compress=args.compress, error_feedback=not args.no_error_feedback,
+                                    overlap=args.overlap, bucket_mib=args.bucket_mib, timeline=tl,
+                                    compressor=compressor_factory(args, net, comm))
     loader = Loader(train_set, args.batch_per_rank, workers=args.loader_workers,
                     prefetch=args.prefetch, decode_ms=args.decode_ms, timeline=tl)
     return Replica(net, opt, averager, loader, tl, rank, size, watchdog)
+
+
+def compressor_factory(args, net, comm):
+    """--compress powersgd or topk: a function (lo, hi) -> the compressor of the gradient
+    bucket [lo, hi) (powersgd.py, topk.py); None for the others."""
+    feedback = not args.no_error_feedback
+    if args.compress == "powersgd":
+        return lambda lo, hi: PowerSGD(parameter_arrays(net, lo, hi), comm, args.powersgd_rank,
+                                       sync=args.sync, error_feedback=feedback, seed=args.seed)
+    if args.compress == "topk":
+        return lambda lo, hi: TopK(comm, args.topk_ratio, error_feedback=feedback)
+    return None
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -156,8 +179,8 @@ def train(args, comm, watchdog=None):
     shard = data.shard_indices(len(train_set), rank, size, args.seed)
     rng = np.random.default_rng([args.seed, rank])           # shuffles this rank's shard
     steps = len(shard) // args.batch_per_rank
-    first_epoch, r.samples_trained, history, kept = starting_point(args, comm, r.net, r.opt,
-                                                                   r.averager, rng, steps)
+    first_epoch, r.samples_trained, history, kept, r.run_id = starting_point(
+        args, comm, r.net, r.opt, r.averager, rng, steps)
     if rank == 0:
         print(run_banner(args, r.net, r.averager, size, len(train_set), len(test_set), steps),
               flush=True)
@@ -193,9 +216,10 @@ def train_epoch(epoch, order, args, comm, r, test_set, steps):
     per_rank = comm.gather({"totals": r.tl.take_totals(), "time_s": elapsed,
                             "compute_steps_s": compute_s,
                             "bytes_sent": r.averager.bytes_sent - bytes_before}, root=0)
-    if r.rank != 0:
-        return None
-    test_loss, test_accuracy = evaluate(r.net, test_set)
+    with whole_model(r.opt):           # ZeRO-3: gathered for the evaluation, then freed
+        if r.rank != 0:
+            return None
+        test_loss, test_accuracy = evaluate(r.net, test_set)
     return epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy,
                         len(test_set))
 
@@ -206,7 +230,7 @@ def save_epoch(epoch, args, comm, r, rng, history, kept):
     r.watchdog.pet("checkpoint", epoch + 1)
     try:
         save_checkpoint(args, comm, r.net, r.opt, r.averager, rng, epoch + 1, r.samples_trained,
-                        history if r.rank == 0 else [], kept)
+                        history if r.rank == 0 else [], kept, r.run_id)
     except Diverged:
         r.averager.close()
         raise
@@ -217,11 +241,36 @@ def write_outputs(args, comm, r, steps, history):
     """--trace (every rank's spans, gathered) and --json, written by rank 0."""
     r.watchdog.pet("output")
     events = comm.gather(r.tl.chrome_events(), root=0) if args.trace else None
-    if r.rank == 0:
-        if args.trace:
-            write_chrome_trace(args.trace, events)
-        if args.json:
-            write_json(args, r.size, r.net, steps, history, weights_digest(r.net))
+    memory = comm.gather(memory_held(r), root=0)
+    with whole_model(r.opt):                 # ZeRO-3: the weights' digest needs them whole
+        if r.rank == 0:
+            if args.trace:
+                write_chrome_trace(args.trace, events)
+            if args.json:
+                write_json(args, r.size, r.net, steps, history, weights_digest(r.net),
+                           extra=memory_report(memory))
+
+
+def whole_model(opt):
+    """A context in which net.params holds the whole model on every rank (collective):
+    ZeRO-3 gathers it (zero.py), every other optimizer has it already."""
+    return opt.whole_model() if hasattr(opt, "whole_model") else contextlib.nullcontext()
+
+
+def memory_held(r):
+    """This rank's bytes held for parameters, gradients and optimizer state (zero.py's
+    held_memory), and on a GPU the CuPy memory pool's used bytes."""
+    held = r.opt.memory() if hasattr(r.opt, "memory") else held_memory(r.net, optimizer_state=[r.opt.velocity])
+    if r.net.xp is not np:
+        held["device_pool_used_bytes"] = int(r.net.xp.get_default_memory_pool().used_bytes())
+    return held
+
+
+def memory_report(per_rank):
+    """--json's memory_per_rank_bytes (the largest rank's figure of each part) and
+    memory_bytes_by_rank (every rank's)."""
+    return {"memory_per_rank_bytes": {k: max(m[k] for m in per_rank) for k in per_rank[0]},
+            "memory_bytes_by_rank": per_rank}
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -232,10 +281,13 @@ def main(argv=None):
     try:
         with usage_errors(PROG):
             args = parse_args(argv, comm.Get_size())
+            check_outputs_together(args, comm)
             with Watchdog(args.stall_timeout, rank, prog=PROG) as watchdog:
                 train(args, comm, watchdog)
     except SystemExit:
         raise
+    except KeyboardInterrupt:                   # Ctrl-C: one line, and no rank left waiting
+        interrupted(PROG, comm)
     except Diverged as error:                   # every rank is here, for the same reason
         if rank == 0:
             print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)

@@ -10,16 +10,24 @@ loaded (:func:`load_data`), that every rank gets at least one batch.
 """
 import argparse
 import math
-from pathlib import Path
 
-from dpsim.vocabulary import MIB
+from dpsim.vocabulary import MIB, SHARDED
 
 import mpi_impl
-from mpi_impl import data
+from mpi_impl import data, nets
+from mpi_impl.powersgd import largest_rank
 from mpi_impl.device import missing_cupy
 from mpi_impl.errors import Parser, UsageError, algorithm_name
+from mpi_impl.files import output_problem, printable, same_file
 
 PROG = "mpi_impl.train"
+
+#: Limits on what a run may allocate, checked before anything is (mpi_impl/README.md, "Limits"):
+LIMITS = {"--samples": 1_000_000,       # synthetic: 1.25M images of 64 float32 = 320 MB per rank
+          "--width": 16_384, "--depth": 1_024, "--batch-per-rank": 65_536,
+          "--loader-workers": 64, "--prefetch": 64, "--epochs": 100_000}
+#: numbers (parameters + activations of one batch) a replica may hold: 2**28 = 1 GiB of float32
+MODEL_NUMBERS_LIMIT = 1 << 28
 
 
 def _number(kind, low, inclusive):
@@ -43,6 +51,19 @@ positive_int = _number(int, 0, inclusive=False)
 count = _number(int, 0, inclusive=True)
 positive_float = _number(float, 0, inclusive=False)
 nonnegative_float = _number(float, 0, inclusive=True)
+
+
+def ratio(text):
+    """An argparse type: a fraction in (0, 1]."""
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+#: the --sync choices: the all-reduce algorithms, then ZeRO's stages (dpsim.vocabulary.SHARDED)
+SYNCS = mpi_impl.ALGORITHMS + tuple(SHARDED)
+COMPRESSIONS = ("none", "1bit", "powersgd", "topk")
 
 
 def build_parser():
@@ -74,22 +95,7 @@ def build_parser():
     t.add_argument("--stall-timeout", type=nonnegative_float, default=120.0, metavar="SECONDS",
                    help="end the whole job if a rank makes no progress for this long (some rank "
                         "stalled or dead: the others would wait in the all-reduce forever); 0 = never")
-    s = p.add_argument_group("gradient synchronisation")
-    s.add_argument("--sync", choices=mpi_impl.ALGORITHMS, type=algorithm_name(mpi_impl.ALGORITHMS),
-                   default="ring", help="the all-reduce algorithm (mpi_impl/README.md)")
-    s.add_argument("--compress", choices=("none", "1bit"), default="none", help="1bit: 1-bit SGD with error feedback")
-    s.add_argument("--no-error-feedback", action="store_true",
-                   help="1bit: drop the quantisation error instead of carrying it to the next step")
-    s.add_argument("--warmup-samples", type=count, default=0,
-                   help="1bit: full-precision sync until this many samples are trained globally (CNTK's -a)")
-    s.add_argument("--overlap", action="store_true",
-                   help="all-reduce gradient buckets while backward still runs: MPI's "
-                        "Iallreduce for --sync mpi on the CPU, a communication thread running "
-                        "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
-    s.add_argument("--bucket-mib", type=nonnegative_float, default=25.0,
-                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket")
-    s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
-                   why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
+    sync_options(p.add_argument_group("gradient synchronisation"))
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="FILE", help="write metrics and time breakdown as JSON")
     o.add_argument("--trace", metavar="FILE", help="write a Chrome trace (one process per rank)")
@@ -99,6 +105,34 @@ def build_parser():
     o.add_argument("--resume", action="store_true",
                    help="continue from the newest epoch that every rank has in --checkpoint DIR")
     return p
+
+
+def sync_options(s):
+    """The options of how the gradient is synchronised (or sharded, or compressed)."""
+    s.add_argument("--sync", choices=SYNCS, type=algorithm_name(SYNCS), default="ring",
+                   help="the all-reduce algorithm, or zero1/zero2/zero3: ZeRO's sharded "
+                        "data parallelism (mpi_impl/README.md)")
+    s.add_argument("--compress", choices=COMPRESSIONS, default="none",
+                   help="1bit: 1-bit SGD; powersgd: rank-r factors; topk: the largest values "
+                        "(each with error feedback)")
+    s.add_argument("--powersgd-rank", type=positive_int, default=1,
+                   help="powersgd: the rank r of each matrix's factors, 1 as PyTorch's hook and dpsim (capped per matrix at "
+                        "min(rows, cols))")
+    s.add_argument("--topk-ratio", type=ratio, default=0.01,
+                   help="topk: the fraction of each bucket's values a rank sends, in (0, 1]")
+    s.add_argument("--no-error-feedback", action="store_true",
+                   help="compression: drop the error instead of carrying it to the next step")
+    s.add_argument("--warmup-samples", type=count, default=0,
+                   help="compression: full-precision sync until this many samples are trained "
+                        "globally (CNTK's -a)")
+    s.add_argument("--overlap", action="store_true",
+                   help="all-reduce gradient buckets while backward still runs: MPI's "
+                        "Iallreduce for --sync mpi on the CPU, a communication thread running "
+                        "the blocking algorithm otherwise (see mpi_impl/sgd.py)")
+    s.add_argument("--bucket-mib", type=nonnegative_float, default=25.0,
+                   help="bucket size for --overlap in MiB (2**20 bytes); 0 = one bucket")
+    s.add_argument("--bucket-mb", action=Renamed, new="--bucket-mib",
+                   why=f"bucket sizes are in MiB ({MIB} bytes) here and in dpsim")
 
 
 class Renamed(argparse.Action):
@@ -116,6 +150,11 @@ class Renamed(argparse.Action):
 def parse_args(argv, size):
     """Parse and check everything that can be checked without data or other ranks."""
     args = build_parser().parse_args(argv)
+    for option, limit in LIMITS.items():
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value > limit:
+            raise UsageError(f"{option} {value} is above the limit {limit:,} (mpi_impl/README.md, "
+                             f"\"Limits\")")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint DIR")
     check_output_paths(args)
@@ -125,29 +164,60 @@ def parse_args(argv, size):
     problem = missing_cupy(args.device)
     if problem:
         raise UsageError(problem)
+    check_sharding_and_compression(args)
     return args
 
 
-def check_output_paths(args):
+def check_sharding_and_compression(args):
+    """ZeRO and the new compressors: the combinations that are not built, refused."""
+    if args.sync in SHARDED and args.compress != "none":
+        raise UsageError(f"--sync {args.sync} reduce-scatters full-precision gradients; "
+                         f"--compress {args.compress} works with the all-reduce algorithms "
+                         f"({', '.join(mpi_impl.ALGORITHMS)})")
+    if args.sync == "zero3" and args.overlap:
+        raise UsageError("--sync zero3 reduce-scatters each layer's gradient as backward "
+                         "produces it already; --overlap is for zero1, zero2 and the all-reduces")
+    if args.checkpoint and (args.sync in SHARDED or args.compress in ("powersgd", "topk")):
+        what = f"--sync {args.sync}" if args.sync in SHARDED else f"--compress {args.compress}"
+        raise UsageError(f"--checkpoint does not save the state of {what} (shards, "
+                         f"residuals); train without --checkpoint")
+
+
+def check_output_paths(args, probe=False):
     """Refuse, before any training, output paths that could not be written at the end:
-    --json and --trace must name a file, not a directory, in a directory that exists;
-    --checkpoint must not be a file.  (dpsim.errors.check_output_path is the simulator's
-    twin; mpi_impl imports nothing of dpsim but its vocabulary.)"""
-    for option in ("json", "trace"):
-        value = getattr(args, option)
-        if value is None:
-            continue
-        if "\x00" in value:
-            raise UsageError(f"--{option}: {value!r} contains a NUL byte; no file can have that name")
-        path = Path(value)
-        if path.is_dir():
-            raise UsageError(f"--{option}: {value!r} is a directory; give a file name")
-        if not path.parent.is_dir():
-            raise UsageError(f"--{option}: no directory to write {value!r} into")
-    if args.checkpoint and "\x00" in args.checkpoint:
-        raise UsageError(f"--checkpoint {args.checkpoint!r} contains a NUL byte")
-    if args.checkpoint and Path(args.checkpoint).exists() and not Path(args.checkpoint).is_dir():
-        raise UsageError(f"--checkpoint {args.checkpoint} is a file; give a directory")
+    --json and --trace must name a file, not a folder, in a folder that exists, and not the
+    same file; --checkpoint must not be a file.  With `probe`, each must also be a place
+    where a file can be created (files.output_problem: not /proc, not a read-only file
+    system); :func:`check_outputs_together` does that on the ranks that will write."""
+    outputs = [(f"--{o}", getattr(args, o)) for o in ("json", "trace") if getattr(args, o)]
+    for option, value in outputs:
+        problem = output_problem(option, value, probe=probe)
+        if problem:
+            raise UsageError(problem)
+    if len(outputs) == 2 and same_file(outputs[0][1], outputs[1][1]):
+        raise UsageError(f"--json and --trace name the same file {printable(args.json)}; "
+                         f"give each its own")
+    if args.checkpoint:
+        problem = output_problem("--checkpoint", args.checkpoint, folder=True, probe=probe)
+        if problem:
+            raise UsageError(problem)
+
+
+def check_outputs_together(args, comm):
+    """Collective: try every output place on the ranks that write there (--json and
+    --trace: rank 0; --checkpoint: every rank) and raise the same UsageError on every rank
+    if any rank cannot write, before epoch 1."""
+    problem = None
+    try:
+        if comm.Get_rank() == 0:
+            check_output_paths(args, probe=True)
+        elif args.checkpoint:
+            problem = output_problem("--checkpoint", args.checkpoint, folder=True)
+    except UsageError as error:
+        problem = str(error)
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise UsageError(problems[0])
 
 
 def load_data(args, size):
@@ -167,4 +237,39 @@ def load_data(args, size):
                          f"({n} training samples / {size} ranks = {per_rank}); use at most {per_rank}")
     if args.model == "cnn" and (train_set.shape[1] % 4 or train_set.shape[2] % 4):
         raise UsageError(f"--model cnn needs image sides divisible by 4, got {train_set.shape}")
+    numbers = model_numbers(args, train_set.shape, train_set.classes)
+    if numbers > MODEL_NUMBERS_LIMIT:
+        raise UsageError(f"--model {args.model} --width {args.width} --depth {args.depth} "
+                         f"--batch-per-rank {args.batch_per_rank}: about {numbers:,} numbers per "
+                         f"rank (parameters + one batch's activations), above the limit "
+                         f"{MODEL_NUMBERS_LIMIT:,} (1 GiB of float32); make one of them smaller")
+    if args.compress == "powersgd":
+        check_powersgd_rank(args, train_set)
     return train_set, test_set
+
+
+def model_numbers(args, shape, classes):
+    """About how many numbers a replica holds: parameters (and as many gradients and
+    momenta), plus one batch's activations (nets.py's MLP and CNN layer by layer)."""
+    w, inputs = args.width, math.prod(shape)
+    if args.model == "mlp":
+        params = inputs * w + (args.depth - 1) * w * w + w * classes
+        activations = inputs + 2 * args.depth * w + classes
+    else:
+        c, h, wd = shape
+        params = 9 * c * w + 9 * w * 2 * w + 2 * w * (h // 4) * (wd // 4) * classes
+        activations = inputs + 2 * w * h * wd + w * h * wd + classes
+    return 3 * params + args.batch_per_rank * activations
+
+
+def check_powersgd_rank(args, train_set):
+    """--powersgd-rank above every matrix's min(rows, cols) would compress nothing: refused.
+    (Every model shards for ZeRO: chunk_bounds cuts any length into p chunks, empty ones
+    when a layer has fewer values than there are ranks, so nothing is checked for it.)"""
+    net = nets.build(args.model, train_set.shape, train_set.classes, args.width, args.depth)
+    shapes = [shape for layer in net.layers for shape in layer.param_shapes().values()]
+    limit = largest_rank(shapes)
+    if args.powersgd_rank > limit:
+        raise UsageError(f"--powersgd-rank {args.powersgd_rank} is above every matrix of this "
+                         f"--model {args.model} (the largest min(rows, cols) is {limit}); "
+                         f"use 1 to {limit}")

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 from dpsim.vocabulary import BREAKDOWN, OTHER
 
-from mpi_impl import checkpoint
+from mpi_impl import checkpoint, files
 from mpi_impl.timeline import WORK
 
 
@@ -154,8 +154,9 @@ def epoch_record(epoch, args, sums, per_rank, steps, test_loss, test_accuracy, t
     }
 
 
-def write_json(args, size, net, steps, history, digest):
-    """The result, shaped like the simulator's (see the module docstring)."""
+def write_json(args, size, net, steps, history, digest, extra=None):
+    """The result, shaped like the simulator's (see the module docstring); `extra`: more
+    top-level keys (mpi_impl.train's memory per rank)."""
     steady = history[1:] if len(history) > 1 else history
     iterations = sum(e["steps"] for e in steady)
     seconds = sum(e["time_s"] for e in steady)
@@ -175,6 +176,6 @@ def write_json(args, size, net, steps, history, digest):
                   "flops_per_sample": net.flops_per_sample},
         "config": vars(args),
         "epochs": history,
+        **(extra or {}),
     }
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+    files.write_new(args.json, lambda f: json.dump(result, f, indent=1))

@@ -164,15 +164,20 @@ class Wire:
         self.wait_for_device()
         out = [self.outgoing(a, f"xsend{k}") for k, (a, _) in enumerate(sends)]
         into = [self.incoming(a, f"xrecv{k}") for k, (a, _) in enumerate(receives)]
-        posted = [self.comm.Irecv(h, peer, 0) for h, (_, peer) in zip(into, receives)]
-        sent = [self.comm.Isend(h, peer, 0) for h, (_, peer) in zip(out, sends)]
-        self.bytes_sent += sum(a.nbytes for a, peer in sends if peer != self.rank)
-        for k, request in enumerate(posted):
-            request.Wait()
-            self.deliver(into[k], receives[k][0])
-            if arrived:
-                arrived(k)
-        MPI.Request.Waitall(sent)
+        posted, sent = [], []
+        try:
+            posted += [self.comm.Irecv(h, peer, 0) for h, (_, peer) in zip(into, receives)]
+            sent += [self.comm.Isend(h, peer, 0) for h, (_, peer) in zip(out, sends)]
+            self.bytes_sent += sum(a.nbytes for a, peer in sends if peer != self.rank)
+            for k, request in enumerate(posted):
+                request.Wait()
+                self.deliver(into[k], receives[k][0])
+                if arrived:
+                    arrived(k)
+            MPI.Request.Waitall(sent)
+        except BaseException:
+            _withdraw(posted, sent)
+            raise
 
     def allreduce(self, buf, x=None):
         """MPI's own Allreduce(SUM) of x into buf (in place if x is None or buf).  Bytes are
@@ -185,3 +190,17 @@ class Wire:
             host = self.incoming(buf, "recv")
             self.comm.Allreduce(self.outgoing(x, "send"), host, op=MPI.SUM)
         self.deliver(host, buf)
+
+
+def _withdraw(receives, sends):
+    """After an error inside Wire.exchange: cancel the receives still posted (a message
+    arriving later must not land in a buffer that is no longer ours, nor match a later
+    call's receive) and release the sends to finish on their own, so that no request of
+    this rank stays pending."""
+    for request in receives:
+        if request:                              # a null request has completed already
+            request.Cancel()
+            request.Wait()
+    for request in sends:
+        if request:
+            request.Free()

@@ -68,7 +68,7 @@ def test_run_with_compression_prints_the_verdict(dpsim_command):
 def test_run_ends_with_the_diagnosis_and_json_carries_it(dpsim_command):
     p = dpsim_command("run", "cntk-1bit-k80", "--set", "sync.compression=1bit")
     d = json.loads(dpsim_command("run", "cntk-1bit-k80", "--set", "sync.compression=1bit", "--json").stdout)["diagnosis"]
-    assert set(d) == {"cause", "share", "knob", "text"} and 0 < d["share"] <= 1
+    assert set(d) == {"cause", "share", "knob", "text", "memory"} and 0 < d["share"] <= 1
     lines = p.stdout.splitlines()
     tail = lines[lines.index("  diagnosis:") + 1:]
     assert [line.strip() for line in tail] == d["text"].splitlines()

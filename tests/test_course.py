@@ -15,7 +15,7 @@ import dpsim
 from dpsim import vocabulary
 from dpsim import compute
 from dpsim.engine import Engine
-from course import calibrate, compare, fit
+from course import calibrate, compare, fit, spread
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def profile(tmp_path_factory):
     """A real calibration of a small MLP (the model the compare test runs)."""
     out = tmp_path_factory.mktemp("cal") / "profile.toml"
     done = run_course("calibrate", "-o", str(out), "--width", "64", "--depth", "1", "--batch", "16",
-                      cwd=out.parent)
+                      "--accept-noisy", cwd=out.parent)           # a busy test machine still gives a profile
     assert done.returncode == 0, done.stderr
     assert "e_max" in done.stdout and "kernel_launch_us" in done.stdout
     return out
@@ -46,7 +46,7 @@ def test_fit_compute_recovers_the_closed_form(e_max, b_half):
 
 
 def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
-    frag = tomllib.loads(profile.read_text())
+    frag = spread.values(tomllib.loads(profile.read_text()))      # each range at its value
     assert frag["cluster"]["gpu"]["name"] == "this-cpu"
     assert {"bandwidth_gbs", "latency_us"} <= set(frag["cluster"]["intra"])
     assert 0 < frag["compute"]["efficiency"] <= 1

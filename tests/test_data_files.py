@@ -38,3 +38,12 @@ def test_a_bad_file_is_one_line_naming_it(tmp_path, make, says, name):
     with pytest.raises(DataError, match=says) as error:
         cifar10(tmp_path)
     assert name in str(error.value) and "\n" not in str(error.value)
+
+
+def test_training_files_above_the_limit_are_refused_before_they_are_read(tmp_path, monkeypatch):
+    from mpi_impl import data
+    monkeypatch.setattr(data, "RECORDS_LIMIT", 30)
+    for k in (1, 2):
+        (tmp_path / f"data_batch_{k}.bin").write_bytes(records(20))
+    with pytest.raises(DataError, match="limit of 30 records"):
+        cifar10(tmp_path)

@@ -126,7 +126,7 @@ def test_1bit_on_k80s_loses_and_is_turned_off():
 
 def test_to_dict_and_frozen():
     _, _, d = run("cntk-1bit-k80")
-    assert d.to_dict() == {"cause": d.cause, "share": d.share, "knob": d.knob, "text": d.text}
+    assert d.to_dict() == {"cause": d.cause, "share": d.share, "knob": d.knob, "text": d.text, "memory": d.memory}
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.cause = "communication"
 

@@ -30,8 +30,8 @@ DPSIM_LAYERS = {
                          "sharing", "nvlink"),
     "the wires": ("network", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
-    "the scenario": ("specs", "sections", "overrides", "derived", "config"),
-    "the simulation": ("machine", "workload", "pipeline", "analytic", "engine", "diagnosis"),
+    "the scenario": ("specs", "sections", "overrides", "bands", "derived", "config"),
+    "the simulation": ("machine", "workload", "memory", "pipeline", "analytic", "engine", "diagnosis"),
     "what users call": ("simulation", "collective", "sweeps", "validate", "bench", "report", "plot",
                         "scenario_file", "cli_sweep", "cli", "__main__", ""),
 }

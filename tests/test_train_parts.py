@@ -112,7 +112,8 @@ def test_checkpoint_save_is_atomic_and_round_trips(tmp_path):
     checkpoint.save(tmp_path, 1, 4, {"params": np.arange(5.0) * 2}, {"epoch": 4})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank1.epoch3.npz", "rank1.epoch4.npz"]
     arrays, meta = checkpoint.read(checkpoint.path_for(tmp_path, 1, 4))
-    assert meta == {"epoch": 4} and np.array_equal(arrays["params"], np.arange(5.0) * 2)
+    assert meta == {"epoch": 4, "digest": checkpoint.digest(arrays)}
+    assert np.array_equal(arrays["params"], np.arange(5.0) * 2)
     assert checkpoint.generations(tmp_path, 0) == {}
 
 

@@ -9,7 +9,7 @@ from dpsim import analytic, config, hardware, validate
 
 CASES = validate.load_cases()
 KEYS = {"node", "gpu", "intra", "inter", "host_link", "gpus_per_pcie_switch", "nics_per_node", "gpudirect", "nodes", "gpus_per_node", "strategy",
-        "model", "batch", "precision", "assumes", "why_off", "skip"}
+        "model", "batch", "precision", "assumes", "why_off", "skip", "model_params", "optimizer"}
 
 
 def expressed(what=None):
@@ -35,7 +35,7 @@ def test_every_case_loads_as_a_scenario_or_says_why_not(case):
 def test_names_are_unique_and_kinds_known():
     names = [c["name"] for c in CASES]
     assert len(names) == len(set(names))
-    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup"}
+    assert {c["what"] for c in expressed()} <= {"allreduce_busbw", "scaling_efficiency", "speedup", "memory_per_gpu"}
 
 
 def test_busbw_scenario_is_one_bucket_of_the_message_without_overlap():

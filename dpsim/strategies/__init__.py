@@ -13,11 +13,18 @@ A strategy that changes more of the iteration than the sync says so with optiona
   broadcast_weights(machine, ranks, work)           every GPU updates its own copy: nothing to send
   updaters(ranks) -> ranks                       every GPU applies the update
   check(sc)                                      any scenario will do (raise ScenarioError if not)
+  update_fraction(gpus) -> 1.0                   the share of the parameters each updater updates
+  forward_pass, backward_pass = None             the engine computes each pass whole; a strategy that
+                                                 gathers parameters unit by unit (zero3.py) runs the pass:
+                                                 pass(machine, ranks, work, compute, overlap, sync)
+Sharded strategies (zero1, zero2, zero3) reduce-scatter in `allreduce` and all-gather in their hooks.
+Compression `powersgd` and `topk` wrap a strategy like fp16 (powersgd.py, topk.py).
 """
 from functools import partial
 
 from . import (dataparallel, fp16, halving_doubling, hierarchical, mpi, onebit, ps, recursive_doubling, ring,
                sharded_ps)
+from . import powersgd, topk, zero1, zero2, zero3
 
 MODULES = {
     "ring": ring,
@@ -28,6 +35,9 @@ MODULES = {
     "hierarchical": hierarchical,
     "dataparallel": dataparallel,
     "mpi": mpi,
+    "zero1": zero1,         # dpsim.vocabulary.SHARDED
+    "zero2": zero2,
+    "zero3": zero3,
 }
 
 
@@ -43,6 +53,9 @@ DEFAULT_HOOKS = {
     "broadcast_weights": _nothing,
     "updaters": lambda ranks: ranks,
     "check": lambda sc: None,
+    "update_fraction": lambda gpus: 1.0,
+    "forward_pass": None,
+    "backward_pass": None,
 }
 
 
@@ -51,13 +64,18 @@ def hook(strategy: str, name: str):
     return getattr(MODULES.get(strategy), name, DEFAULT_HOOKS[name])
 
 
-def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0):
+def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0, buckets=()):
     """The allreduce generator function a [sync] table asks for (compression: override;
-    cpu_update_s_per_param: the CPU parameter server's update cost, when it does the update)."""
+    cpu_update_s_per_param: the CPU parameter server's update cost, when it does the update;
+    buckets: the workload's, in the order they are synchronised, which PowerSGD reads)."""
     compression = sync.compression if compression is None else compression
     if compression == "1bit":
         return onebit.allreduce
     chosen = MODULES[sync.strategy].allreduce
     if sync.strategy == "ps":
         chosen = partial(chosen, location=sync.ps_location, update_s_per_param=cpu_update_s_per_param)
+    if compression == "powersgd":
+        return powersgd.wrap(chosen, sync.powersgd_rank, buckets)
+    if compression == "topk":
+        return topk.wrap(chosen, sync.topk_ratio)
     return fp16.wrap(chosen) if compression == "fp16" else chosen

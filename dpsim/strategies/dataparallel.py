@@ -68,6 +68,9 @@ def check(sc):
     if sc.sync.compression == "1bit":
         raise ScenarioError("sync.compression", "1bit replaces the all-reduce with its own striped exchange; "
                             "it cannot wrap dataparallel's reduce to GPU 0")
+    if sc.sync.compression == "topk":
+        raise ScenarioError("sync.compression", "topk all-gathers sparse gradients round a ring; it cannot wrap "
+                            "dataparallel's reduce to GPU 0")
     if sc.cluster.nodes > 1:
         raise ScenarioError("sync.strategy", "dataparallel drives the GPUs of one node only (PyTorch "
                             "DataParallel); for several nodes choose ring, hierarchical, halving-doubling, "

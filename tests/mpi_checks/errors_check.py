@@ -47,8 +47,30 @@ CASES = [
      ValueError, ["block", "every rank"]),
 ]
 
+
+
+def read_only(n=4):
+    a = np.empty(n)
+    a.flags.writeable = False
+    return a
+
+
+# One rank's mistake, refused before any message is posted: the SAME one line on every rank
+SAME_ON_EVERY_RANK = [
+    ("read-only out on rank 0", lambda: mpi_impl.allreduce(ones(4), out=read_only() if rank == 0
+                                                           else np.empty(4)), ValueError, ["read-only"]),
+    ("read-only out on the last rank", lambda: mpi_impl.allreduce(
+        ones(4), "halving-doubling", out=read_only() if rank == p - 1 else np.empty(4)),
+     ValueError, ["read-only", f"rank {p - 1}"]),
+    ("read-only x in place on rank 1", lambda: mpi_impl.allreduce(
+        read_only() if rank == 1 else ones(4), "sharded-ps", out=read_only() if rank == 1 else None),
+     ValueError, ["read-only"]),
+    ("out of another length on rank 1", lambda: mpi_impl.allreduce(
+        ones(4), "mpi", out=np.empty(5 if rank == 1 else 4)), ValueError, ["out", "rank 1"]),
+]
+
 with mpi_impl.abort_on_error():
-    for name, call, expected, words in CASES:
+    for name, call, expected, words in CASES + SAME_ON_EVERY_RANK:
         try:
             call()
             failures.append(f"{name}: no exception (expected {expected.__name__})")
@@ -56,9 +78,13 @@ with mpi_impl.abort_on_error():
             missing = [w for w in words if w not in str(exc)]
             if missing:
                 failures.append(f"{name}: message {str(exc)!r} lacks {missing}")
+            if (name, call, expected, words) in SAME_ON_EVERY_RANK:
+                said = comm.allgather(str(exc))
+                if len(set(said)) != 1 or "\n" in said[0]:
+                    failures.append(f"{name}: the ranks said different things: {said}")
         except Exception as exc:
             failures.append(f"{name}: {type(exc).__name__}: {exc} (expected {expected.__name__})")
-        # the communicator must still be in step on every rank
+        # the communicator must still be in step on every rank (nothing left pending)
         total = mpi_impl.allreduce(np.full(5, rank + 1.0), "ring")
         if not np.all(total == p * (p + 1) / 2):
             failures.append(f"{name}: the next all-reduce gave {total}")

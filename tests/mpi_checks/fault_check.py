@@ -42,5 +42,7 @@ def loop():
 if mode == "raise":
     with mpi_impl.abort_on_error():
         loop()
+    print(f"fault_check: rank {rank} went on after abort_on_error, which it should not have",
+          flush=True)
 else:
     loop()

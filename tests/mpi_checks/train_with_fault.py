@@ -4,6 +4,7 @@
     python tests/mpi_checks/train_with_fault.py slow RANK MS   [mpi_impl.train arguments]
     python tests/mpi_checks/train_with_fault.py kill-at-save RANK EPOCH [... --checkpoint DIR]
     python tests/mpi_checks/train_with_fault.py nan RANK STEP  [mpi_impl.train arguments]
+    python tests/mpi_checks/train_with_fault.py interrupt RANK STEP [mpi_impl.train arguments]
 
 fail: rank RANK raises RuntimeError at the start of its STEP-th training step (from 1), as
       a bug or a bad batch would; the test expects the whole job to end, non-zero, quickly.
@@ -15,6 +16,8 @@ kill-at-save: the worst moment of a checkpoint. When rank RANK comes to save epo
       not. The test expects --resume to go on from EPOCH - 1.
 nan:  rank RANK's weights get a NaN right after its STEP-th momentum step (a divergence on
       one rank); the test expects no rank to save that epoch.
+interrupt: rank RANK alone gets SIGINT (Ctrl-C) at the start of its STEP-th training step;
+      the test expects one line, exit code 130, the whole job ended and no output file.
 
 The fault is injected here, from outside: mpi_impl.train has no hooks for it. Each wraps a
 function that mpi_impl.train calls (GradientAverager.begin right before a step's compute,
@@ -32,16 +35,18 @@ from mpi_impl import checkpoint, nets, sgd, train
 
 mode, target, amount, *train_args = sys.argv[1:]
 target, amount = int(target), float(amount)
-if mode not in ("fail", "slow", "kill-at-save", "nan"):
-    sys.exit(f"unknown mode {mode!r}: fail, slow, kill-at-save or nan")   # on every rank alike
+if mode not in ("fail", "slow", "kill-at-save", "nan", "interrupt"):
+    sys.exit(f"unknown mode {mode!r}: fail, slow, kill-at-save, nan or interrupt")   # on every rank alike
 
 if MPI.COMM_WORLD.Get_rank() == target:
-    if mode == "fail":
+    if mode in ("fail", "interrupt"):
         begin, steps = sgd.GradientAverager.begin, [0]
 
         def failing_begin(self, *args, **kwargs):
             steps[0] += 1
-            if steps[0] == amount:
+            if steps[0] == amount and mode == "interrupt":
+                os.kill(os.getpid(), signal.SIGINT)
+            elif steps[0] == amount:
                 raise RuntimeError(f"injected failure at step {steps[0]}")
             return begin(self, *args, **kwargs)
         sgd.GradientAverager.begin = failing_begin

@@ -1,0 +1,89 @@
+"""PowerSGD: rank-r compression of each gradient matrix with error feedback (Vogels, Karimireddy
+& Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for Distributed Optimization",
+NeurIPS 2019, Algorithm 1), as PyTorch DDP's powerSGD_hook runs it on a bucket.
+
+Per bucket, on every GPU; a weight of n x m (a convolution's out x in*kh*kw, a linear
+layer's out x in) at rank r' = min(r, n, m) is compressed when n m >= 2 (n + m) r' (PyTorch's
+min_compression_rate of 2); the rest (biases, norms, small matrices) are all-reduced as they are:
+  1. error feedback: add last step's error to the bucket           12 bytes per value
+  2. all-reduce the uncompressed values (4 u bytes), as PyTorch does first
+  3. P = M Q (Q: last step's, warm start)                           2 n m r' FLOPs
+  4. all-reduce every P of the bucket (4 sum n r' bytes)
+  5. orthogonalise P (Gram-Schmidt)                                 2 n r'^2 FLOPs
+  6. Q = M^T P                                                      2 n m r' FLOPs
+  7. all-reduce every Q (4 sum m r' bytes)
+  8. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
+Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it takes the longer of
+its bytes at the codec's bandwidth and its FLOPs at peak x compute.efficiency (Machine.kernel);
+each matrix is one launch per step. Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
++ 4 u), against 2 (N-1)/N m for the whole bucket (dpsim.analytic.powersgd_*).
+"""
+import math
+
+from ..errors import ScenarioError
+
+MIN_COMPRESSION_RATE = 2        # PyTorch PowerSGDState's default
+
+
+def compressed(matrices, rank):
+    """(n, m, r') of each matrix PowerSGD compresses at `rank`."""
+    out = []
+    for n, m, _ in matrices:
+        r = min(rank, n, m)
+        if n * m >= MIN_COMPRESSION_RATE * (n + m) * r:
+            out.append((n, m, r))
+    return out
+
+
+def plan(bucket, rank):
+    """(compressed matrices, uncompressed values) of one bucket."""
+    kept = compressed(bucket.matrices, rank)
+    return kept, bucket.nbytes / 4 - sum(n * m for n, m, _ in kept)
+
+
+def products(kept):
+    """(bytes, FLOPs, launches) of one of the three matrix products over the bucket's matrices."""
+    return (4 * sum(n * m + n * r + m * r for n, m, r in kept),
+            2 * sum(n * m * r for n, m, r in kept), len(kept))
+
+
+def wrap(allreduce, rank, buckets):
+    """The inner all-reduce run on the factors; `buckets` in the order the engine syncs them
+    (each call is the next bucket, whose matrices it compresses)."""
+    turn = [0]
+
+    def compressed_allreduce(machine, ranks, nbytes):
+        bucket = buckets[turn[0] % len(buckets)]
+        turn[0] += 1
+        if not math.isclose(bucket.nbytes, nbytes):
+            bucket = next(b for b in buckets if math.isclose(b.nbytes, nbytes))
+        kept, plain = plan(bucket, rank)
+        values = nbytes / 4
+        product = products(kept)
+        yield machine.kernel(ranks, "powersgd-error-feedback", 12 * values)
+        if plain > 0:
+            yield from allreduce(machine, ranks, 4 * plain)
+        if not kept:
+            return
+        yield machine.kernel(ranks, "powersgd-P=MQ", product[0], product[2], product[1])
+        yield from allreduce(machine, ranks, 4 * sum(n * r for n, _, r in kept))
+        yield machine.kernel(ranks, "powersgd-orthogonalise", 8 * sum(n * r for n, _, r in kept), len(kept),
+                             2 * sum(n * r * r for n, _, r in kept))
+        yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1])
+        yield from allreduce(machine, ranks, 4 * sum(m * r for _, m, r in kept))
+        yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1])
+        yield machine.kernel(ranks, "powersgd-new-error", 12 * values)
+    return compressed_allreduce
+
+
+def check(sc, model):
+    """A rank of 0 is refused by its key's rule; above min(n, m) of every matrix compresses none."""
+    matrices = [(min(layer.matrix), layer) for layer in model.layers if layer.matrix]
+    if not matrices:
+        raise ScenarioError("sync.compression", f"powersgd compresses matrix-shaped weights, and model "
+                            f"{model.name!r} has none (a custom model is vectors only); choose a preset or none")
+    largest, layer = max(matrices, key=lambda x: x[0])
+    if sc.sync.powersgd_rank > largest:
+        raise ScenarioError("sync.powersgd_rank", f"{sc.sync.powersgd_rank} is above min(n, m) of every matrix of "
+                            f"{model.name}; the largest is {largest} ({layer.name}, {layer.matrix[0]} x "
+                            f"{layer.matrix[1]}): choose 1 to {largest}")

@@ -1,0 +1,44 @@
+"""The text of the docs, for the tests that hold their figures (test_doc_figures*.py,
+test_doc_measured.py): whitespace collapsed, so that a figure still matches where a line wraps."""
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+WORDS = {2: "Two", 4: "Four", 5: "Five", 8: "Eight"}
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def cells(number, kind="markdown"):
+    """The sources of lecture `number`'s cells of `kind` ("markdown" or "code")."""
+    path = next((ROOT / "lectures").glob(f"0{number}_*.ipynb"))
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def lecture(number, kind="markdown"):
+    """Every `kind` cell of lecture `number`, flat."""
+    return flat("\n".join(cells(number, kind)))
+
+
+def doc(name):
+    """The texts of `name`: a lecture's markdown cells ("lecture N") or a file's text, as a list."""
+    return cells(int(name.split()[1])) if name.startswith("lecture") else [(ROOT / name).read_text()]
+
+
+def says(text, *phrases):
+    """Assert that `text` (flat) says each phrase, a figure printed at the doc's own precision."""
+    for phrase in phrases:
+        assert flat(phrase) in text, f"the text no longer says: {flat(phrase)!r}"
+
+
+def passage(name, anchor):
+    """The part of `name` that holds `anchor`: from the heading above it to the next heading
+    (inside one markdown cell, for a lecture), flat."""
+    for text in doc(name):
+        for section in re.split(r"\n(?=#{1,4} )", text):
+            if flat(anchor) in flat(section):
+                return flat(section)
+    raise AssertionError(f"{name} no longer says {anchor!r}")

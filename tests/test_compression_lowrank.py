@@ -1,0 +1,87 @@
+"""PowerSGD and top-k in the simulator against dpsim.analytic's closed forms: bytes on the wire
+and the time of one sync with its kernels, where nothing contends."""
+import math
+
+import pytest
+
+from dpsim import analytic, load_scenario, models
+from dpsim.engine import Engine
+from dpsim.hardware import GPUS
+
+from dpsim_helpers import star
+
+GAMMA = 3 / (GPUS["v100"].mem_bw_gbs * 1e9)
+ALPHA, BETA = 6e-6, 1 / 12.5e9
+LAUNCH, MEM_BW = 5e-6, GPUS["v100"].mem_bw_gbs * 1e9       # compute.kernel_launch_us, the codec's bandwidth
+
+
+def scenario(n, compression, preset="resnet20-cifar", **sync):
+    data = star(n, 12.5, 3.0, compression=compression, **sync)
+    data["model"] = {"preset": preset}
+    data["training"] = {"iterations": 2, "warmup_iterations": 1}
+    return load_scenario(data)
+
+
+def matrices_and_vectors(preset):
+    """The layer table's weight matrices (n, m) and every other parameter."""
+    model = models.get_model(preset)
+    matrices = [layer.matrix for layer in model.layers if layer.matrix]
+    return matrices, model.params - sum(n * m for n, m in matrices)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("rank", [1, 4])
+def test_powersgd_sync_matches_closed_form(n, rank):
+    sc = scenario(n, "powersgd", powersgd_rank=rank)
+    matrices, vectors = matrices_and_vectors("resnet20-cifar")
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    flops = GPUS["v100"].fp32_tflops * 1e12 * sc.compute.efficiency
+    expected = (sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+                + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, flops))
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    sent = Engine(sc).run().bytes_sent_per_gpu
+    assert sent == pytest.approx(2 * (n - 1) / n * (p + q + u), rel=1e-9)
+
+
+def test_powersgd_products_and_gram_schmidt_are_flop_bound_on_a_slow_gpu():
+    """At 1% of peak the products and the orthogonalisation take their FLOPs' time (at rank 64
+    on BERT's 768-wide matrices Gram-Schmidt is r / 3m = 3% of the products); the matrices
+    compressed are those where n m >= 2 (n + m) r' (PyTorch's min_compression_rate)."""
+    rank, n = 64, 2
+    data = {**star(n, 12.5, 3.0, compression="powersgd", powersgd_rank=rank),
+            "model": {"preset": "bert-base"}, "compute": {"efficiency": 0.01}}
+    model = models.get_model("bert-base")
+    shapes = [layer.matrix for layer in model.layers if layer.matrix]
+    matrices = [(a, b) for a, b in shapes if a * b >= 2 * (a + b) * min(rank, a, b)]
+    vectors = model.params - sum(a * b for a, b in matrices)
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    flops = GPUS["v100"].fp32_tflops * 1e12 * 0.01
+    expected = (sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+                + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, flops))
+    sc = load_scenario(data)
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    assert Engine(sc).run().bytes_sent_per_gpu == pytest.approx((p + q + u) * 2 * (n - 1) / n, rel=1e-9)
+
+
+def test_powersgd_sends_r_times_n_plus_m_per_matrix():
+    """Written out by hand for one 64 x 576 convolution at rank 2: P is 64 x 2, Q is 576 x 2."""
+    p, q, u = analytic.powersgd_wire([(64, 576)], 0, 2)
+    assert (p, q, u) == (4 * 64 * 2, 4 * 576 * 2, 0)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("ratio", [0.01, 0.5])
+def test_topk_sync_matches_closed_form(n, ratio):
+    sc = scenario(n, "topk", topk_ratio=ratio)
+    values = models.get_model("resnet20-cifar").params
+    expected = analytic.topk(n, values, ratio, ALPHA, BETA, LAUNCH, MEM_BW)
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    k = math.ceil(ratio * values)
+    assert Engine(sc).run().bytes_sent_per_gpu == pytest.approx((n - 1) * 8 * k, rel=1e-9)
+    assert analytic.topk_bytes_per_gpu(n, values, ratio) == (n - 1) * 8 * k
+
+
+def test_topk_sends_less_than_the_ring_only_below_one_value_in_n():
+    n, values = 8, 1e6
+    ring_bytes = 2 * (n - 1) / n * 4 * values
+    assert analytic.topk_bytes_per_gpu(n, values, 0.1) < ring_bytes < analytic.topk_bytes_per_gpu(n, values, 0.2)
