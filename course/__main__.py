@@ -1,12 +1,48 @@
-"""python -m course doctor | calibrate | compare | grade: see course/README.md."""
+"""python -m course doctor | calibrate | compare | grade: see course/README.md.
+
+A mistake in the arguments ends in one line and exit code 2; Ctrl-C in one line ("python -m
+course: interrupted") and exit code 130; every file is checked before any work and written
+under a temporary name, renamed when complete (dpsim.files).
+"""
 import os
+import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")          # before NumPy: one BLAS thread per rank
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+
+def this_package_only():
+    """Under `python -m course`, sys.path[0] is the current folder, so a folder there named
+    course/ (or dpsim/, mpi_impl/) is imported instead of the installed package: `course/grade/`
+    beside the submissions would be `course.grade`. This file knows where its package is: the
+    current folder leaves sys.path unless it is where the package lives, and `course` is
+    imported again from here if it came from there. A planted course/__main__.py runs instead
+    of this file and cannot be stopped from here (course/README.md, Known limits)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    home = os.path.dirname(here)
+
+    def ours():
+        paths = list(getattr(sys.modules.get("course"), "__path__", []))
+        return [os.path.realpath(p) for p in paths] == [here]
+
+    if sys.path and os.path.realpath(sys.path[0] or ".") == os.path.realpath(os.getcwd()) \
+            and os.path.realpath(os.getcwd()) != home:
+        del sys.path[0]
+    if not ours():
+        for name in [m for m in sys.modules if m == "course" or m.startswith("course.")]:
+            del sys.modules[name]
+        import course  # noqa: F401
+    if not ours():
+        print(f"python -m course: error: the course package comes from {sys.modules['course'].__path__} "
+              f"instead of {here}; run from another folder", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    this_package_only()
+
 import argparse  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -18,8 +54,8 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (`python -m course: error: ...`) and exit code 2."""
 
     def error(self, message):
-        message = message.replace("\r", "\\r").replace("\n", "\\n")      # one line, whatever was typed
-        print(f"python -m course: error: {message}", file=sys.stderr)
+        from dpsim.files import printable                 # one line, whatever was typed
+        print(f"python -m course: error: {printable(message, 2000)}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -120,6 +156,14 @@ def parser():
 
 
 def main(argv=None):
+    try:
+        return run(argv)
+    except KeyboardInterrupt:              # Ctrl-C: files are written whole or not at all
+        print("python -m course: interrupted", file=sys.stderr)
+        return 130
+
+
+def run(argv=None):
     p = parser()
     args = p.parse_args(argv)
     if args.command == "doctor":
@@ -163,7 +207,7 @@ def calibrate(args):
     except spread.Noisy as error:
         return noisy_exit(error)
     print(calibration.summary(prof, m))
-    print(f"wrote {args.output} (dpsim scenario fragment) and {calibration.sidecar(args.output)}")
+    print(f"wrote {shown(args.output)} (dpsim scenario fragment) and {shown(calibration.sidecar(args.output))}")
     return 0
 
 
@@ -186,32 +230,39 @@ def compare(args):
                                 progress=say, **net_of(args))
     print(comparison.table(result))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        from dpsim.files import write_text
+        write_text(args.json, json.dumps(result, indent=1), "--json")
     if args.plot:
         comparison.plot(result, args.plot)
-        print(f"plot: {args.plot}")
+        print(f"plot: {shown(args.plot)}")
     return 0
 
 
+def shown(path):
+    from dpsim.files import printable
+    return printable(path, 200)
+
+
 def grade(p, args):
-    from dpsim.errors import ScenarioError, check_output_path
+    from dpsim.errors import ScenarioError
+    from dpsim.files import check_output_path
     from course import grade as grading
     if not Path(args.folder).is_dir():
-        p.error(f"{args.folder}: not a folder of notebooks")
+        p.error(f"{shown(args.folder)}: not a folder of notebooks")
     try:
         check_output_path(args.output, "-o")
     except ScenarioError as error:
         p.error(str(error))
     if not any(Path(args.folder).rglob("*.ipynb")):
-        print(f"python -m course: warning: no notebooks (*.ipynb) under {args.folder}: nothing graded",
+        print(f"python -m course: warning: no notebooks (*.ipynb) under {shown(args.folder)}: nothing graded",
               file=sys.stderr)
         return 1
     scores = grading.grade(args.folder, args.output)
     for name, (right, total) in scores.items():
-        print(f"{name}: {right} of {total} exercises correct")
+        print(f"{shown(name)}: {right} of {total} exercises correct")
     exercises = sum(total for _, total in scores.values())
-    print(f"checked {len(scores)} notebooks under {args.folder} ({exercises} rows: lectures 01-05 re-checked, "
-          f"lecture 06 from each notebook's output); every row in {args.output}")
+    print(f"checked {len(scores)} notebooks under {shown(args.folder)} ({exercises} rows: lectures 01-05 "
+          f"re-checked, lecture 06 from each notebook's output); every row in {shown(args.output)}")
     return 0
 
 
@@ -219,16 +270,20 @@ def check_before_work(args):
     """Everything that can be wrong with the arguments, found before anything is measured: one
     line, or None. Output paths can be written as given; a profile reads, is a scenario dpsim
     accepts, and was calibrated for this model; the samples fill a step of the most ranks."""
-    from dpsim.errors import FIGURES, ScenarioError, check_output_path
-    from course import compare
+    from dpsim.errors import ScenarioError
+    from dpsim.files import FIGURES, check_distinct, check_output_path
+    from course import calibrate, compare
     try:
         if args.command == "calibrate":
             check_output_path(args.output, "-o")
+            check_output_path(calibrate.sidecar(args.output), "-o's sidecar")
+            check_distinct({"-o": args.output, "-o's sidecar": str(calibrate.sidecar(args.output))})
             return None
         if args.json:
             check_output_path(args.json, "--json")
         if args.plot:
             check_output_path(args.plot, "--plot", FIGURES)
+        check_distinct({"--json": args.json, "--plot": args.plot, "--profile": args.profile})
     except ScenarioError as error:
         return str(error)
     step = max(args.ranks) * args.batch

@@ -301,8 +301,7 @@ def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
         raise spread.Noisy(spread.verdict(found, m.get("machine_load")))
     m["spread"] = spreads
     banded = spread.with_ranges(prof, spreads)
-    Path(out).write_text(header(m, found) + to_toml(banded))
-    sidecar(out).write_text(json.dumps(m, indent=1))
+    write_pair(out, header(m, found) + to_toml(banded), json.dumps(m, indent=1))
     return banded, m
 
 
@@ -318,6 +317,15 @@ def header(m, found):
         lines.append("WARNING: written with --accept-noisy; the rounds disagree on "
                      + ", ".join(key for key, _ in found) + ": predictions from it inherit that moment")
     return "".join(f"# {line}\n" for line in lines)
+
+
+def write_pair(out, profile_text, sidecar_text):
+    """The profile and its sidecar, each under a temporary name until both are complete, then
+    renamed one right after the other (dpsim.files.writing): Ctrl-C leaves the old pair."""
+    from dpsim.files import writing
+    with writing(sidecar(out), flag="-o") as side, writing(out, flag="-o") as profile:
+        profile.write(profile_text)
+        side.write(sidecar_text)
 
 
 def summary(prof, measured):

@@ -49,6 +49,8 @@ COMPRESSIONS = ("none", "1bit", "topk")
 OWN_EXCHANGE = ("1bit", "topk")        # compressions whose exchange ignores --sync (an all-to-all, an all-gather)
 PHASES = BREAKDOWN + (OTHER,)          # the measured side's parts; the predicted side's other is 0
 THRESHOLD = 0.15
+PROFILE_BYTES = 1 << 20           # calibrate writes about 2 KB
+SIDECAR_BYTES = 16 << 20          # and a sidecar of about 200 KB
 
 
 # ------------------------------------------------------------------ scenarios
@@ -331,9 +333,15 @@ def table(result):
 def plot(result, path):
     """A PNG at `path`. Left: predicted against measured iteration time. Right: speed-up against
     ranks, the prediction as a line per sync, the measured median as a point with every run's
-    range, and the ideal y = x (course/compare_plot.py draws them)."""
+    range, and the ideal y = x (course/compare_plot.py draws them). Written under a temporary
+    name, renamed when complete (dpsim.files.writing); the format follows the extension."""
+    import matplotlib
+
     from course import compare_plot                  # matplotlib only when a plot is asked for
-    compare_plot.draw(result, path, noisy_rows(result), SPREAD_WARNING)
+    from dpsim.files import writing
+    fmt = Path(path).suffix[1:].lower() or "png"
+    with writing(path, "wb", "--plot") as f, matplotlib.rc_context({"savefig.format": fmt}):
+        compare_plot.draw(result, f, noisy_rows(result), SPREAD_WARNING)
 
 
 def profile_problem(path, net):
@@ -342,15 +350,20 @@ def profile_problem(path, net):
     model (by its sidecar's record, or else by its parameter count)."""
     from dpsim import load_scenario
     from dpsim.errors import ScenarioError
+    from dpsim.files import printable
     if "\x00" in str(path):
-        return f"--profile {path!r}: contains a NUL byte"
-    where = Path(path)
-    if not where.is_file():
-        return f"--profile {path}: " + ("not a regular file" if where.exists() else "no such file")
+        return f"--profile {printable(path, 120)}: contains a NUL byte"
+    if not Path(path).exists():
+        return f"--profile {printable(path, 120)}: no such file"
     try:
         prof, measured = load_profile(path)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as error:
-        return f"--profile {path}: not a profile written by calibrate ({str(error).splitlines()[0]})"
+    except ScenarioError as error:
+        return f"--profile: {error}"
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        return f"--profile {printable(path, 120)}: not a profile written by calibrate ({str(error).splitlines()[0]})"
+    path = printable(path, 120)
+    if not isinstance(prof, dict) or measured is not None and not isinstance(measured, dict):
+        return f"--profile {path}: not a profile written by calibrate (its sidecar is not a JSON object)"
     try:
         load_scenario(scenario_for(prof, 2, "ring", "none"))
     except ScenarioError as error:
@@ -378,8 +391,11 @@ def model_params(model, width, depth):
 
 
 def load_profile(path):
-    """The profile TOML (a dpsim scenario fragment) and its sidecar's measurements, if any."""
-    with open(path, "rb") as f:
-        prof = tomllib.load(f)
+    """The profile TOML (a dpsim scenario fragment) and its sidecar's measurements, if any: each
+    a regular file of bounded size (dpsim.files.read_regular; ScenarioError otherwise)."""
+    from dpsim.files import read_regular
+    prof = tomllib.loads(read_regular(path, "profile", PROFILE_BYTES).decode("utf-8"))
     side = Path(path).with_suffix(".measured.json")
-    return prof, (json.loads(side.read_text()) if side.exists() else None)
+    if not side.exists() and not side.is_symlink():
+        return prof, None
+    return prof, json.loads(read_regular(side, "profile sidecar", SIDECAR_BYTES).decode("utf-8"))

@@ -97,14 +97,16 @@ class NotANotebook(ValueError):
 
 
 def read_notebook(path):
-    """The notebook's JSON object, or NotANotebook saying why not (never blocks on a FIFO)."""
-    path = Path(path)
-    if not path.is_file():
-        raise NotANotebook("not a regular file")
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        raise NotANotebook(f"larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB")
+    """The notebook's JSON object, or NotANotebook saying why not (a regular file of at most
+    MAX_NOTEBOOK_BYTES, read by dpsim.files.read_regular: never blocks on a FIFO)."""
+    from dpsim.errors import ScenarioError
+    from dpsim.files import read_regular
     try:
-        nb = json.loads(path.read_text())
+        data = read_regular(path, "notebook", MAX_NOTEBOOK_BYTES)
+    except ScenarioError as e:
+        raise NotANotebook(str(e)) from None
+    try:
+        nb = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise NotANotebook(f"not JSON: {str(e)[:80]}") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", []), list):
@@ -174,10 +176,12 @@ def rows_of(notebook):
 
 
 def grade(folder, out_csv):
-    """Grade every .ipynb under `folder`; write the CSV; return {notebook: (correct, exercises)}."""
+    """Grade every .ipynb under `folder`; write the CSV (under a temporary name, renamed when
+    complete: dpsim.files.writing); return {notebook: (correct, exercises)}."""
+    from dpsim.files import writing
     notebooks = sorted(Path(folder).rglob("*.ipynb"))
     scores = {}
-    with open(out_csv, "w", newline="") as f:
+    with writing(out_csv, "w", "-o") as f:
         writer = csv.DictWriter(f, FIELDS)
         writer.writeheader()
         for nb in notebooks:

@@ -6,7 +6,9 @@
     dpsim run cntk-1bit-k80 --trace trace.json --plot breakdown.png
     dpsim sweep d2l-ps-vs-ring --gpus 1,2,4,8
     dpsim validate --case v100_4node_1xedr --verbose
-A mistake in the input ends in one line naming the key and what is allowed, and exit code 2.
+A mistake in the input ends in one line naming the key and what is allowed, and exit code 2;
+Ctrl-C in one line, "dpsim: interrupted", and exit code 130. Every file is checked before any
+work and written under a temporary name, renamed when complete (dpsim.files).
 """
 import argparse
 import json
@@ -14,7 +16,8 @@ import pathlib
 import sys
 
 from . import bands, cli_sweep, config, diagnosis, hardware, models
-from .errors import FIGURES, ScenarioError, check_output_path
+from .errors import ScenarioError
+from .files import FIGURES, check_distinct, check_output_path, printable
 from .report import print_result
 from .simulation import simulate
 
@@ -50,11 +53,20 @@ def timeline_path(plot_path: str) -> str:
     return str(path.with_name(f"{path.stem}-timeline{path.suffix}"))
 
 
-def cmd_run(args):
+def check_run_outputs(args):
+    """--trace, --plot and (with both) the timeline beside the plot: each writable, all distinct."""
+    timeline = timeline_path(args.plot) if args.plot and args.trace else None
     if args.trace:
         check_output_path(args.trace, "--trace")
     if args.plot:
         check_output_path(args.plot, "--plot", FIGURES)
+    if timeline:
+        check_output_path(timeline, "--plot's timeline", FIGURES)
+    check_distinct({"--trace": args.trace, "--plot": args.plot, "--plot's timeline": timeline})
+
+
+def cmd_run(args):
+    check_run_outputs(args)
     sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
     show_progress = args.progress or sys.stderr.isatty()
     res = simulate(sc, trace=bool(args.trace), progress=cli_sweep.progress_bar(unit="iterations") if show_progress else None)
@@ -63,7 +75,7 @@ def cmd_run(args):
     written = []
     if args.trace:
         res.trace.write_chrome(args.trace)
-        written.append(f"timeline written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)")
+        written.append(f"timeline written to {printable(args.trace)} (open it in ui.perfetto.dev or chrome://tracing)")
     if args.plot:
         from . import plot          # matplotlib only when a figure is asked for
         label = f"{res.gpus} GPUs, {sc.sync.strategy}"
@@ -71,12 +83,12 @@ def cmd_run(args):
         if res.uncompressed:
             runs, labels = [res.uncompressed, res], [f"{label}, no compression", f"{label}, {sc.sync.compression}"]
         plot.breakdown(runs, args.plot, labels, title=f"{sc.name}: where an iteration's time goes")
-        written.append(f"breakdown plotted in {args.plot}")
+        written.append(f"breakdown plotted in {printable(args.plot)}")
         if args.trace:
             path = timeline_path(args.plot)
             plot.gantt(res.trace, path, title=f"{sc.name}: the first two measured iterations",
                        iterations=(res.trace.warmup_iterations, res.trace.warmup_iterations + 2))
-            written.append(f"timeline of two iterations plotted in {path}")
+            written.append(f"timeline of two iterations plotted in {printable(path)}")
     if args.json:
         json.dump({**res.to_dict(), "diagnosis": verdict.to_dict(), **bands.json_keys(ranged, band)}, sys.stdout,
                   indent=2, allow_nan=False)
@@ -126,9 +138,17 @@ def cmd_validate(args):
         print("sources and assumptions: dpsim validate --verbose")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, whatever was typed (`dpsim: error: ...`), exit code 2."""
+
+    def error(self, message):
+        print(f"dpsim: error: {printable(message, 300)} ({self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dpsim", description="Simulate synchronous data-parallel training.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="dpsim", description="Simulate synchronous data-parallel training.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("list", help="built-in scenarios, GPUs, links and models, with sources")
 
     def scenario_command(name, helptext):
@@ -156,19 +176,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("dpsim: interrupted", file=sys.stderr)
+        return 130
     handler = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cli_sweep.cmd_sweep,
                "validate": cmd_validate}[args.command]
     try:
         handler(args)
     except ScenarioError as e:
-        print(f"dpsim: error: {e}", file=sys.stderr)
+        print(f"dpsim: error: {printable(e, 2000)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     except OSError as e:                  # stdout on a full disk, say
-        print(f"dpsim: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        print(f"dpsim: error: cannot write the output: {printable(e.strerror or e)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:             # Ctrl-C: files are written whole or not at all
+        cli_sweep.end_progress_line()
+        print("dpsim: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

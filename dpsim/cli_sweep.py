@@ -12,18 +12,22 @@ import json
 import sys
 import time
 
-from . import bands, config
-from .errors import FIGURES, ScenarioError, check_output_path
+from . import bands, config, limits
+from .errors import ScenarioError
+from .files import FIGURES, check_output_path, printable
 from .report import describe
 from .strategies import onebit
-from .sweeps import sweep_grid
+from .sweeps import cores, sweep_grid
 
 
 def parse_gpus(text: str) -> list[int]:
+    if len(text) > 20 * limits.SWEEP_RUNS:
+        raise ScenarioError("--gpus", f"{len(text):,} characters of GPU counts; a sweep has at most "
+                                      f"{limits.SWEEP_RUNS:,} rows")
     try:
         counts = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ScenarioError("--gpus", f"expected comma-separated integers like 1,2,4,8, got {text!r}")
+        raise ScenarioError("--gpus", f"expected comma-separated integers like 1,2,4,8, got '{printable(text, 80)}'")
     if not counts:
         raise ScenarioError("--gpus", "a sweep needs at least one GPU count, e.g. 1,2,4,8")
     return counts
@@ -54,13 +58,15 @@ def parse_vary(pairs, fixed: dict) -> dict:
         key, eq, values = pair.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise ScenarioError("--vary", f"expected section.key=value1,value2,..., got {pair!r}")
+            raise ScenarioError("--vary", f"expected section.key=value1,value2,..., got '{printable(pair, 80)}'")
         if key in out or key in fixed:
             raise ScenarioError("--vary", f"{key} is given twice (by --vary or --set); give each key once")
         texts = split_values(values)
         if "" in texts:
-            raise ScenarioError("--vary", f"an empty value in {pair!r}; expected e.g. {key}=a,b")
-        out[key] = [config.parse_value(t) for t in texts]
+            raise ScenarioError("--vary", f"an empty value in '{printable(pair, 80)}'; expected e.g. {key}=a,b")
+        if len(texts) > limits.SWEEP_RUNS:
+            raise ScenarioError(key, f"{len(texts):,} values; a sweep has at most {limits.SWEEP_RUNS:,} rows")
+        out[key] = [config.parse_value(t, key) for t in texts]
     return out
 
 
@@ -106,10 +112,20 @@ def coinciding(rows, varied):
     return notes
 
 
+OPEN_LINE = []          # the stream of a progress bar whose line is not finished yet
+
+
+def end_progress_line():
+    """Finish the line a progress bar left open (before an interrupted command's last line)."""
+    while OPEN_LINE:
+        OPEN_LINE.pop().write("\n")
+
+
 def progress_bar(out=None, width=30, unit="simulations"):
     """A progress(done, total) callback that redraws one line: bar, count, elapsed time, ETA."""
     out = out or sys.stderr
     start = last = time.monotonic()
+    OPEN_LINE[:] = [out]
 
     def draw(done, total):
         nonlocal last
@@ -123,6 +139,7 @@ def progress_bar(out=None, width=30, unit="simulations"):
                   f"{elapsed:.1f} s elapsed, ETA {eta} ")
         if done == total:
             out.write("\n")
+            OPEN_LINE.clear()
         out.flush()
     return draw
 
@@ -143,11 +160,15 @@ def plot_series(rows, varied, name) -> dict:
 def cmd_sweep(args):
     fixed = config.parse_sets(args.set)
     varied = parse_vary(args.vary, fixed)
+    counts = parse_gpus(args.gpus)
     if args.plot:
         check_output_path(args.plot, "--plot", FIGURES)
     sc = config.load_scenario(args.scenario, fixed)
+    if args.jobs > cores():
+        print(f"dpsim: note: --jobs {args.jobs} is more than this machine's {cores()} cores; "
+              f"using at most {cores()} processes", file=sys.stderr)
     show_progress = args.progress or sys.stderr.isatty()
-    rows = sweep_grid(sc, parse_gpus(args.gpus), varied, jobs=args.jobs,
+    rows = sweep_grid(sc, counts, varied, jobs=args.jobs,
                       progress=progress_bar() if show_progress else None)
     ranged, band = sweep_band(args, fixed, varied, rows)
     if args.plot:
@@ -186,12 +207,26 @@ def sweep_band(args, fixed, varied, rows):
     return ranged, bands.propagate(ranged, evaluate, [r for _, r in rows])
 
 
+def jobs(text):
+    """--jobs: a whole number from 0 to limits.JOBS."""
+    import argparse
+    try:
+        value = int(text) if len(text) < 20 else -1
+    except ValueError:
+        value = -1
+    if not 0 <= value <= limits.JOBS:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 (one process per core) to "
+                                         f"{limits.JOBS:,}, got '{printable(text, 40)}'")
+    return value
+
+
 def add_arguments(sw):
     sw.add_argument("--gpus", required=True, help="comma-separated GPU counts, e.g. 1,2,4,8")
     sw.add_argument("--vary", action="append", metavar="KEY=V1,V2,...",
                     help="run every combination of these values, e.g. --vary sync.strategy=ps,ring (repeatable)")
-    sw.add_argument("--jobs", type=int, default=1, metavar="N",
-                    help="simulate in N local processes; 0 = one per core (default 1: no extra processes). "
+    sw.add_argument("--jobs", type=jobs, default=1, metavar="N",
+                    help="simulate in N local processes, at most one per core; 0 = one per core "
+                         "(default 1: no extra processes). "
                          "Under `mpiexec -n N python -m mpi4py.futures -m dpsim` the MPI workers are used instead")
     sw.add_argument("--progress", action="store_true",
                     help="draw a progress bar on stderr even when it is not a terminal")

@@ -6,12 +6,14 @@ ScenarioError naming the key and what is allowed; nothing here ever lets a bad v
 the simulator. What the simulator computes from a scenario is dpsim.derived's.
 """
 import dataclasses
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import bands, derived, hardware, limits, models, nvlink, strategies
 from .errors import ScenarioError
+from .files import read_regular, shown
 from .overrides import apply_overrides, parse_sets, parse_value  # noqa: F401  (config.parse_sets: the CLI's)
 from .sections import (SECTIONS, STRATEGIES, TOP_LEVEL, ClusterConfig, ComputeConfig,  # noqa: F401
                        DataConfig, ModelConfig, SyncConfig, TrainingConfig, build_section, replace_section)
@@ -215,19 +217,19 @@ def builtin_names() -> list[str]:
 
 
 def read_toml(path: Path) -> dict:
-    if path.exists() and not path.is_file():          # a directory, or a FIFO that would block
-        raise ScenarioError("", f"{str(path)!r} is not a regular file")
+    """A scenario file: a regular file of at most limits.SCENARIO_BYTES (dpsim.files), TOML."""
+    data = read_regular(path, "scenario file", limits.SCENARIO_BYTES)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise ScenarioError("", f"cannot read scenario file {str(path)!r}: {e.strerror}")
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        raise ScenarioError("", f"{path}: not a text file (TOML is UTF-8 text)")
+        raise ScenarioError("", f"{shown(path)}: not a text file (TOML is UTF-8 text)")
     except RecursionError:
-        raise ScenarioError("", f"{path}: tables nested too deeply")
+        raise ScenarioError("", f"{shown(path)}: tables nested too deeply")
     except tomllib.TOMLDecodeError as e:
-        raise ScenarioError("", f"{path}: not valid TOML: {e}")
+        raise ScenarioError("", f"{shown(path)}: not valid TOML: {e}")
+    except ValueError:                  # an integer of more digits than Python reads from text
+        raise ScenarioError("", f"{shown(path)}: an integer of more than {sys.get_int_max_str_digits():,} digits; "
+                                "no key allows that many") from None
 
 
 def load_scenario(source, overrides: dict | None = None) -> Scenario:

@@ -6,6 +6,7 @@ numbers stays: outside it the arithmetic itself breaks down).
 """
 import math
 import os
+import sys
 
 from .errors import ScenarioError
 
@@ -17,6 +18,9 @@ WORKERS = 1_024           # loader processes per training process
 LAYERS = 100_000          # equal layers of a custom model
 ITERATIONS = 100_000      # warm-up + measured; about a minute of simulation for a small cluster
 TRACE_SPANS = 1_000_000   # about 150 MB of trace JSON
+SWEEP_RUNS = 1_000        # rows of one sweep: GPU counts x every combination of --vary values
+JOBS = 1_024              # --jobs; never more processes than cores are started (dpsim.sweeps)
+SCENARIO_BYTES = 1 << 20  # a scenario file (the built-in ones are under 4 KB); not lifted
 
 # Every non-zero number in a scenario, in its key's own unit (GB/s, TFLOP/s, ms, parameters):
 # beyond these, products and quotients of the figures overflow or vanish.
@@ -38,6 +42,22 @@ def in_range(key, value):
     if value and not SMALLEST <= abs(value) <= LARGEST:
         raise ScenarioError(key, f"{value!r} is outside the range dpsim computes with "
                                  f"({SMALLEST:g} to {LARGEST:g} in the key's unit)")
+
+
+def check_numbers(key, value):
+    """Every integer in a scenario (or a --set value) within float's range, found before any
+    key's own rule converts or prints it: an integer of thousands of digits (a hex literal, say)
+    is refused here without being written out. Each key's rule then applies its own range."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_numbers(f"{key}.{k}" if key else str(k), v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            check_numbers(f"{key}[{i}]", v)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        raise ScenarioError(key, f"an integer of about {digits:,} digits, past the largest number dpsim "
+                                 f"computes with ({sys.float_info.max:.1e}; each key allows far less)")
 
 
 def check_scenario(sc):

@@ -1,17 +1,26 @@
 """Overrides: `--set KEY=VALUE` pairs parsed, and dotted keys ("sync.strategy") set in a
 scenario's dict. dpsim.config validates the result."""
+import sys
 import tomllib
 
+from . import limits
 from .errors import ScenarioError
+from .files import printable
 from .sections import SECTIONS, TOP_LEVEL
 
 
-def parse_value(text: str):
-    """A --set value: TOML syntax (numbers, true/false, "strings", {inline tables}), else a bare string."""
+def parse_value(text: str, key: str = "--set"):
+    """A --set value: TOML syntax (numbers, true/false, "strings", {inline tables}), else a bare
+    string. Integers are bounded (limits.check_numbers) before anything formats them."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except (tomllib.TOMLDecodeError, RecursionError):
         return text
+    except ValueError:                   # an integer of more digits than Python reads from text
+        raise ScenarioError(key, f"an integer of more than {sys.get_int_max_str_digits():,} digits; "
+                                 "no key allows that many") from None
+    limits.check_numbers(key, value)
+    return value
 
 
 def parse_sets(pairs) -> dict:
@@ -20,13 +29,16 @@ def parse_sets(pairs) -> dict:
     for pair in pairs or []:
         key, eq, value = pair.partition("=")
         if not eq or not key:
-            raise ScenarioError("--set", f"expected section.key=value, got {pair!r}")
-        out[key.strip()] = parse_value(value.strip())
+            raise ScenarioError("--set", f"expected section.key=value, got '{printable(pair, 80)}'")
+        out[key.strip()] = parse_value(value.strip(), key.strip())
     return out
 
 
 def apply_overrides(data: dict, overrides: dict) -> dict:
-    """Set dotted keys ("sync.strategy") in a copy of a scenario dict."""
+    """Set dotted keys ("sync.strategy") in a copy of a scenario dict; every integer bounded."""
+    if isinstance(data, dict):
+        limits.check_numbers("", data)
+    limits.check_numbers("", dict(overrides or {}))
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     for dotted, value in (overrides or {}).items():
         section, _, key = dotted.partition(".")

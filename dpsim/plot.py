@@ -19,16 +19,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .errors import ScenarioError  # noqa: E402
+from .files import shown, writing  # noqa: E402
 from .vocabulary import BREAKDOWN, COLOURS  # noqa: E402
 
 
 
 def _save(fig, path):
+    """Save under a temporary name, renamed to `path` when complete (dpsim.files.writing)."""
     if path is not None:
         try:
-            fig.savefig(path, dpi=120, bbox_inches="tight")
+            with writing(path, "wb", "--plot") as f:
+                fig.savefig(f, format=os.path.splitext(str(path))[1][1:].lower() or None, dpi=120,
+                            bbox_inches="tight")
         except (OSError, ValueError) as e:
-            raise ScenarioError("--plot", f"cannot write {path}: {e}")
+            raise ScenarioError("--plot", f"cannot write {shown(path)}: {e}") from None
     return fig
 
 

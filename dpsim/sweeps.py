@@ -4,10 +4,13 @@ distinct one simulated once, serially, in local processes (jobs) or on the worke
 `dpsim sweep` command that prints them is dpsim.cli_sweep.
 """
 import itertools
+import math
 import os
+import signal
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from . import limits
 from .config import Scenario, load_scenario
 from .engine import Engine
 from .errors import ScenarioError
@@ -32,7 +35,7 @@ def sweep_grid(scenario, gpus, vary: dict | None = None, overrides: dict | None 
     values. Every scenario is checked before any runs. Each distinct scenario is simulated once:
     combinations that agree on one GPU share their baseline (a strategy does not change a
     one-GPU run, a batch size does), and a compressed run reuses its uncompressed twin's run.
-    jobs: 1 runs here, N > 1 in N local processes, 0 in one per core; under
+    jobs: 1 runs here, N > 1 in N local processes (never more than cores), 0 in one per core; under
     `mpiexec -n N python -m mpi4py.futures` the other N-1 MPI processes run them instead.
     progress(done, total) is called as simulations finish.
     """
@@ -46,6 +49,8 @@ def sweep_grid(scenario, gpus, vary: dict | None = None, overrides: dict | None 
             raise ScenarioError(key, "the GPU counts decide the nodes; vary cluster.gpus_per_node or the GPU counts")
         if not values:
             raise ScenarioError(key, "nothing to vary over: give at least one value")
+    runs = len(counts) * math.prod(len(values) for values in vary.values())
+    limits.at_most("sweep", runs, limits.SWEEP_RUNS, "rows (GPU counts x combinations of the varied values)")
     rows = []                                   # (settings, scenario, its one-GPU baseline)
     for values in itertools.product(*vary.values()):
         settings = dict(zip(vary, values))
@@ -92,22 +97,45 @@ def run_all(tasks: list, jobs: int = 1, progress=None) -> list:
         return results
     with pool:
         futures = [pool.submit(measure, *task) for task in tasks]
-        for finished, _ in enumerate(as_completed(futures), 1):
-            report(finished, len(tasks))
+        try:
+            for finished, _ in enumerate(as_completed(futures), 1):
+                report(finished, len(tasks))
+        except BaseException:                  # Ctrl-C: no worker left running a simulation
+            stop_workers(pool)
+            raise
         return [f.result() for f in futures]
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def ignore_interrupts():
+    """In each local worker: Ctrl-C is the parent's to handle (it stops the workers)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def stop_workers(pool):
+    """End a local pool's processes now, the simulations they run included."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    terminate = getattr(pool, "terminate_workers", None)          # Python 3.14
+    if terminate:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def executor(jobs: int, tasks: int):
     """Where simulations run: None (here), the mpi4py.futures workers, or local processes."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
-        raise ScenarioError("jobs", f"expected 0 (one process per core), 1 (no extra processes) or more, got {jobs!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 0 <= jobs <= limits.JOBS:
+        raise ScenarioError("jobs", f"expected 0 (one process per core), 1 (no extra processes) or more, "
+                                    f"at most {limits.JOBS:,}; got {jobs!r}")
     mpi_pool = mpi_futures_pool()
     if mpi_pool is not None:
         return mpi_pool
-    if jobs == 0:
-        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(jobs, tasks)
-    return ProcessPoolExecutor(workers) if workers > 1 else None
+    workers = min(jobs or cores(), cores(), tasks)          # more processes than cores only wait
+    return ProcessPoolExecutor(workers, initializer=ignore_interrupts) if workers > 1 else None
 
 
 def mpi_futures_pool():

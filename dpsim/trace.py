@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from . import limits
 from .errors import ScenarioError
+from .files import shown, writing
 
 LINKS_PID = 1_000_000      # the process holding one thread per link channel, after the nodes
 ITERATIONS_PID = LINKS_PID + 1
@@ -147,8 +148,9 @@ class Trace:
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
     def write_chrome(self, path):
+        """The Chrome trace JSON at `path`, renamed into place when complete (dpsim.files.writing)."""
         try:
-            with open(path, "w") as f:
+            with writing(path, "w", "--trace") as f:
                 json.dump(self.to_chrome(), f)
         except OSError as e:
-            raise ScenarioError("--trace", f"cannot write {path}: {e.strerror or e}")
+            raise ScenarioError("--trace", f"cannot write {shown(path)}: {e.strerror or e}") from None

@@ -115,7 +115,8 @@ def test_readme_assumptions_and_limits():
          f"(PCIe {e['pcie']}, NVLink {e['nvlink']}, InfiniBand {e['infiniband']}, RoCE {e['roce']}, TCP {e['ethernet']})",
          f"with {BYTES_PER_VALUE / 4:.3f} of FP32's bytes", "Backward is two thirds of the compute",
          f"at most {limits.GPUS:,} GPUs, {limits.GPUS_PER_NODE:,} per node, {limits.LAYERS:,} layers and iterations, "
-         f"{limits.TRACE_SPANS:,} trace spans")
+         f"{limits.TRACE_SPANS:,} trace spans, {limits.WORKERS:,} loader workers, {limits.SWEEP_RUNS:,} rows in a sweep",
+         f"`--jobs` up to {limits.JOBS:,}", f"a regular file of at most {limits.SCENARIO_BYTES >> 20} MiB")
     assert limits.ITERATIONS == limits.LAYERS and e["nvswitch"] == e["nvlink"]
     w = workload.build(dpsim.load_scenario("cntk-1bit-k80", {"compute.overhead_ms": 0}))
     assert w.backward_s / (w.forward_s + w.backward_s) == pytest.approx(2 / 3)

@@ -26,7 +26,7 @@ ONLY_FROM = {("mpi_impl", "dpsim"): ("dpsim.vocabulary",)}
 # dpsim's layers, lowest first (docs/ARCHITECTURE.md): a module imports only from its own layer
 # or the layers below. Every dpsim module is in one: a new module must be placed here.
 DPSIM_LAYERS = {
-    "words and tables": ("vocabulary", "errors", "limits", "hardware", "models", "results", "compute",
+    "words and tables": ("vocabulary", "errors", "files", "limits", "hardware", "models", "results", "compute",
                          "sharing", "nvlink", "transports", "software", "contention"),
     "the wires": ("network", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
