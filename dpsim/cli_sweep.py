@@ -179,6 +179,8 @@ def cmd_sweep(args):
                                {id(r): b for (_, r), b in zip(rows, band["bands"])}, args.plot, title)
         else:
             plot.scaling(plot_series(rows, varied, sc.name), args.plot, title)
+        # stderr: with --json, stdout carries only the rows
+        print(f"dpsim: speed-up against GPUs plotted in {printable(args.plot)}", file=sys.stderr)
     if args.json:
         json.dump([{"settings": settings, **r.to_dict(), **bands.json_keys(ranged, band, i)}
                    for i, (settings, r) in enumerate(rows)], sys.stdout, indent=2, allow_nan=False)

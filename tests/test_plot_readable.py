@@ -45,3 +45,11 @@ def test_gantt_explains_its_lane_names_and_tells_reduce_from_reduce_scatter():
     rgb = {k: mcolors.to_rgb(plot.STEP_COLOURS[k]) for k in ("reduce", "reduce-scatter", "all-gather")}
     far = lambda a, b: sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5 > 0.35
     assert far(rgb["reduce"], rgb["reduce-scatter"]) and far(rgb["reduce-scatter"], rgb["all-gather"])
+
+
+def test_sweep_plot_says_what_it_wrote(tmp_path, dpsim_cli):
+    path = tmp_path / "s.png"
+    code, out, err = dpsim_cli("sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--set", "training.iterations=1",
+                               "--plot", path, "--json")
+    assert code == 0 and path.exists()
+    assert f"plotted in {path}" in err and "plotted" not in out       # stdout stays the JSON rows
