@@ -375,11 +375,26 @@ def profile_problem(path, net):
             return (f"--profile {path} was calibrated for {had}, not {want}; run calibrate with the "
                     f"same --model/--width/--depth")
         return None
+    too_big = model_too_big(**net)
+    if too_big:
+        return too_big
     params, has = model_params(**net), prof.get("model", {}).get("params")
     if has != params:
         return (f"--profile {path} describes a model of {has} parameters; "
                 f"--model {net['model']} --width {net['width']} --depth {net['depth']} has {params:,} "
                 f"(its sidecar {Path(path).with_suffix('.measured.json').name} is missing)")
+    return None
+
+
+def model_too_big(model, width, depth):
+    """One line if mpi_impl.train would refuse this network as too large to hold (its own limit,
+    mpi_impl.train_options.MODEL_NUMBERS_LIMIT), found by arithmetic before anything is built."""
+    from types import SimpleNamespace
+    from mpi_impl.train_options import MODEL_NUMBERS_LIMIT, model_numbers
+    numbers = model_numbers(SimpleNamespace(model=model, width=width, depth=depth, batch_per_rank=1), (1, 8, 8), 10)
+    if numbers > MODEL_NUMBERS_LIMIT:
+        return (f"--model {model} --width {width} --depth {depth}: about {numbers:,} numbers, above "
+                f"mpi_impl.train's limit {MODEL_NUMBERS_LIMIT:,}; make it smaller")
     return None
 
 

@@ -48,3 +48,15 @@ def test_doctor_is_a_command(capsys, monkeypatch):
     assert cli.main(["doctor"]) == 0
     assert cli.main(["doctor", "--gpu"]) == 1
     assert "FAIL  gpu" in capsys.readouterr().out
+
+
+def test_a_profile_check_never_builds_a_network_too_big_to_hold(tmp_path, capsys):
+    """Without a sidecar, compare counts the model's parameters; a network mpi_impl.train would
+    refuse is refused by arithmetic first (building it would allocate ~50e9 numbers)."""
+    profile = tmp_path / "p.toml"
+    profile.write_text('name = "p"\n[cluster]\ngpu = {fp32_tflops = 0.1, mem_bw_gbs = 20.0}\n'
+                       '[model]\nparams = 1000\nflops_per_sample = 1000.0\nlayers = 1\n')
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["compare", "--profile", str(profile), "--width", "16384", "--depth", "64"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "above mpi_impl.train's limit" in err and err.count("\n") == 1
