@@ -12,7 +12,6 @@ MPI's own Allreduce and closed forms written out here:
 Prints every mismatch; exits 1 if there was any, on every rank.
 """
 import math
-import sys
 
 import numpy as np
 from mpi4py import MPI
@@ -20,6 +19,7 @@ from mpi4py import MPI
 import mpi_impl
 from mpi_impl.powersgd import PowerSGD, orthogonalise
 from mpi_impl.topk import TopK
+from verdict import finish
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
@@ -110,9 +110,4 @@ with mpi_impl.abort_on_error():
     check_powersgd()
     check_topk()
 
-bad = comm.allreduce(len(failures))
-for line in failures[:20]:
-    print(line, flush=True)
-if rank == 0:
-    print(f"{p} ranks, {bad} failures", flush=True)
-sys.exit(1 if bad else 0)
+finish(comm, failures)

@@ -1,0 +1,12 @@
+"""The end of an MPI check script: every rank's failures counted together, a few printed, and
+the job's exit code (1 if any rank failed)."""
+import sys
+
+
+def finish(comm, failures, shown=20):
+    bad = comm.allreduce(len(failures))
+    for line in failures[:shown]:
+        print(line, flush=True)
+    if comm.Get_rank() == 0:
+        print(f"{comm.Get_size()} ranks, {bad} failures", flush=True)
+    sys.exit(1 if bad else 0)
