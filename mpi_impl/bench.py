@@ -36,6 +36,7 @@ exit code 2 on every rank.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -268,17 +269,19 @@ def main(argv=None):
 
 
 def build_parser():
-    parser = Parser(prog=f"python -m {PROG}", description=__doc__.split("\n")[0])
+    parser = Parser(prog=f"python -m {PROG}", description=__doc__.split("\n")[0],
+                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--algo", default="ring,recursive-doubling,halving-doubling,ps,sharded-ps,mpi",
                         type=algorithm_names(BENCH_ALGORITHMS),
                         help=f"comma-separated, from: {','.join(BENCH_ALGORITHMS)}")
     parser.add_argument("--sizes", default="1K,64K,1M,16M", help="buffer sizes in bytes, e.g. 1K,1M,64M")
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    parser.add_argument("--cuda-aware", action="store_true", default=None,
-                        help="pass GPU buffers straight to MPI (default: MPI_IMPL_CUDA_AWARE)")
+    parser.add_argument("--iters", type=int, default=20, help="timed calls per algorithm and size")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls first")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="the buffers' type")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"], help="gpu: CuPy arrays")
+    parser.add_argument("--cuda-aware", action="store_true", default=None,    # %(default).0s: no "(default: None)"
+                        help="pass GPU buffers straight to MPI (default: the MPI_IMPL_CUDA_AWARE "
+                             "environment variable)%(default).0s")
     parser.add_argument("--segment", default=human(mpi_impl.SEGMENT_BYTES),
                         help="pipeline segment sizes for ring, halving-doubling and sharded-ps, "
                              "e.g. 256K,1M,none (none: the textbook steps)")
