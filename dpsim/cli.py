@@ -27,9 +27,9 @@ def cmd_list(args):
     for name in config.builtin_names():
         sc = config.load_scenario(name)
         print(f"  {name:28s} {sc.description.strip().splitlines()[0] if sc.description else ''}")
-    print("\nGPUs (per GPU: peak FP32 / FP16 TFLOP/s, memory GB/s; source):")
+    print("\nGPUs (per GPU: peak FP32 / FP16 TFLOP/s, memory GB/s, memory GB; source):")
     for g in hardware.GPUS.values():
-        print(f"  {g.name:6s} {g.fp32_tflops:7.2f} {g.fp16_tflops:8.1f} {g.mem_bw_gbs:7.0f}   {g.source}")
+        print(f"  {g.name:9s} {g.fp32_tflops:7.2f} {g.fp16_tflops:8.1f} {g.mem_bw_gbs:7.0f} {g.memory_gb:6.0f}   {g.source}")
     print("\nLinks (kind, GB/s per direction nominal and achievable, latency us; source):")
     for l in hardware.LINKS.values():
         print(f"  {l.name:10s} {l.kind:10s} {l.bandwidth_gbs:7.3g} {l.achievable_gbs:7.3g} {l.latency_us:6.1f}   {l.source}")

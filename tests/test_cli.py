@@ -9,6 +9,9 @@ def test_list_names_presets_with_sources(dpsim_command):
     assert p.returncode == 0
     for word in ("cntk-1bit-k80", "d2l-ps-vs-ring", "k80", "h200", "nvlink4", "ib-ndr", "bert-large", "datasheet"):
         assert word in p.stdout
+    from dpsim import hardware
+    h200 = next(line for line in p.stdout.splitlines() if line.split()[:1] == ["h200"])
+    assert f"{hardware.GPUS['h200'].memory_gb:.0f}" in h200.split()[:6]     # memory per GPU is listed
 
 
 def test_run_json_and_text_agree(dpsim_command):
