@@ -67,11 +67,11 @@ def check_run_outputs(args):
 
 def cmd_run(args):
     check_run_outputs(args)
-    sc = config.load_scenario(args.scenario, config.parse_sets(args.set))
+    sc, ranged = config.load_ranged(args.scenario, config.parse_sets(args.set))
     show_progress = args.progress or sys.stderr.isatty()
     res = simulate(sc, trace=bool(args.trace), progress=cli_sweep.progress_bar(unit="iterations") if show_progress else None)
     verdict = diagnosis.diagnose(sc, res)
-    ranged, band = run_band(args, res)
+    ranged, band = run_band(ranged, res)
     written = []
     if args.trace:
         res.trace.write_chrome(args.trace)
@@ -107,9 +107,8 @@ def cmd_run(args):
             print(f"  {line}")
 
 
-def run_band(args, res):
+def run_band(ranged, res):
     """(dpsim.bands.Ranged, its band) where the scenario has ranges; (None, None) where not."""
-    _, ranged = config.load_ranged(args.scenario, config.parse_sets(args.set))
     if not ranged.ranges:
         return None, None
     return ranged, bands.propagate(ranged, lambda d: [simulate(d)], [res])

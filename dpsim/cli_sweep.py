@@ -163,14 +163,14 @@ def cmd_sweep(args):
     counts = parse_gpus(args.gpus)
     if args.plot:
         check_output_path(args.plot, "--plot", FIGURES)
-    sc = config.load_scenario(args.scenario, fixed)
+    sc, ranged = config.load_ranged(args.scenario, fixed)
     if args.jobs > cores():
         print(f"dpsim: note: --jobs {args.jobs} is more than this machine's {cores()} cores; "
               f"using at most {cores()} processes", file=sys.stderr)
     show_progress = args.progress or sys.stderr.isatty()
     rows = sweep_grid(sc, counts, varied, jobs=args.jobs,
                       progress=progress_bar() if show_progress else None)
-    ranged, band = sweep_band(args, fixed, varied, rows)
+    ranged, band = sweep_band(ranged, counts, varied, rows, args.jobs)
     if args.plot:
         from . import plot                       # matplotlib only when a plot is asked for
         title = f"{sc.name}: speed-up against GPUs"
@@ -196,16 +196,14 @@ def cmd_sweep(args):
         print("\n".join(bands.sweep_lines(rows, band, label)))
 
 
-def sweep_band(args, fixed, varied, rows):
+def sweep_band(ranged, counts, varied, rows, jobs):
     """(dpsim.bands.Ranged, the band of every row) where the scenario has ranges that --vary does
     not replace; (None, None) where not. Each point of the ranges runs the whole sweep again."""
-    _, ranged = config.load_ranged(args.scenario, fixed)
     kept = {k: r for k, r in ranged.ranges.items() if not any(k == v or k.startswith(f"{v}.") for v in varied)}
     if not kept:
         return None, None
     ranged = bands.Ranged(ranged.data, kept)
-    counts = parse_gpus(args.gpus)
-    evaluate = lambda d: [r for _, r in sweep_grid(config.load_scenario(d), counts, varied, jobs=args.jobs)]
+    evaluate = lambda d: [r for _, r in sweep_grid(config.load_scenario(d), counts, varied, jobs=jobs)]
     return ranged, bands.propagate(ranged, evaluate, [r for _, r in rows])
 
 
