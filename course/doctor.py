@@ -22,7 +22,6 @@ still right. The command exits 0 when nothing failed, 1 otherwise. The checks:
 from __future__ import annotations
 
 import importlib
-import os
 import subprocess
 import sys
 
@@ -66,7 +65,8 @@ def check_packages(importer=importlib.import_module):
 
 def check_cores(cores=None):
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        from dpsim.sweeps import cores as available
+        cores = available()
     if cores < 2:
         return "FAIL", f"cores: {cores}; the labs run 2 ranks side by side and need 2"
     return "ok", f"cores: {cores}"

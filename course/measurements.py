@@ -19,7 +19,6 @@ What is measured (one BLAS thread per process):
 The machine drifts from minute to minute, so the 1-rank loop's figures are medians of every
 moment calibrate timed them: the one-process sweep, then each round's 1-rank probe.
 """
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import numpy as np
 
 from course import launch
 from course.fit import straggler_s, summarise
+from dpsim.sweeps import cores
 from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import MomentumSGD
@@ -41,13 +41,6 @@ ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the m
 
 
 # ------------------------------------------------------------------ timing this machine
-
-def cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
 
 def median_time(fn, reps, clock=time.perf_counter):
     """Median time of fn() over reps calls (after one warm-up)."""
