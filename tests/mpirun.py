@@ -33,3 +33,8 @@ def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict | None = No
         full_env.update(env)
     cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
     return subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def explain(proc) -> str:
+    """A failed MPI run's exit code and the end of its output, for an assertion message."""
+    return f"exit code {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"

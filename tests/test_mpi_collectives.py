@@ -10,17 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from mpirun import ROOT
-
-
-def _explain(proc):
-    return f"exit code {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+from mpirun import ROOT, explain
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_every_algorithm_matches_mpi_allreduce(ranks, mpirun):
     proc = mpirun(ranks, ["tests/mpi_checks/collectives_check.py"], timeout=60)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     assert f"{ranks} ranks, 0 failures" in proc.stdout
 
 
@@ -28,7 +24,7 @@ def test_bench_prints_a_table_and_writes_json(tmp_path, mpirun):
     out = tmp_path / "bench.json"
     proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", "ring,halving-doubling,mpi,1bit", "--sizes", "1K,64K",
                        "--iters", "3", "--warmup", "1", "--json", str(out)], timeout=60)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     lines = [l for l in proc.stdout.splitlines() if l.strip() and not l.startswith("#")]
     assert lines[0].split()[:2] == ["size", "algo"]
     assert len(lines) == 1 + 2 * 4                        # printed once, by rank 0 only
@@ -57,19 +53,19 @@ def test_bench_times_every_segment_size(tmp_path, mpirun):
     proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", "ring,mpi", "--sizes", "64K",
                       "--segment", "4K,1000,none", "--iters", "2", "--warmup", "1",
                       "--json", str(out)], timeout=60)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     rows = json.loads(out.read_text())["rows"]
     assert [(r["algo"], r["segment_bytes"]) for r in rows] == \
         [("ring", 4096), ("ring", 1000), ("ring", None), ("mpi", None)]
     proc = mpirun(2, ["-m", "mpi_impl.bench", "--segment", "0"], timeout=30)
-    assert proc.returncode == 2 and "none for whole messages" in proc.stderr, _explain(proc)
+    assert proc.returncode == 2 and "none for whole messages" in proc.stderr, explain(proc)
 
 
 def test_bench_on_one_rank_writes_valid_json(tmp_path, mpirun):
     out = tmp_path / "one.json"
     proc = mpirun(1, ["-m", "mpi_impl.bench", "--algo", "ring", "--sizes", "1K", "--iters", "1",
                       "--warmup", "0", "--json", str(out)], timeout=60)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     def refuse(constant):
         raise ValueError(f"{constant} in the JSON")
     result = json.loads(out.read_text(), parse_constant=refuse)
@@ -108,7 +104,7 @@ def test_seconds_beta_term_is_the_bytes_each_rank_sends(algo, n):
 ])
 def test_bench_rejects_unknown_algorithm_on_every_rank(algo, words, mpirun):
     proc = mpirun(2, ["-m", "mpi_impl.bench", "--algo", algo], timeout=30)
-    assert proc.returncode == 2, _explain(proc)
+    assert proc.returncode == 2, explain(proc)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mpi_impl.bench: error: "), proc.stderr
     for word in words:
