@@ -18,7 +18,8 @@ ONE_RANK = "k"
 def label_of(row):
     """The algorithm a row shows: its sync, its sync and compression ("ring+powersgd"), or the
     compression alone where it has its own exchange ("1bit", "topk")."""
-    if row["compress"] in ("1bit", "topk"):
+    from course.compare_plan import OWN_EXCHANGE
+    if row["compress"] in OWN_EXCHANGE:
         return row["compress"]
     return row["sync"] + (f"+{row['compress']}" if row["compress"] != "none" else "")
 
