@@ -46,7 +46,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from mpi_impl import files, single_copy
-from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors
+from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors, watch_ctrl_c
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
          "G": 1024 ** 3, "GB": 1024 ** 3}
@@ -261,6 +261,7 @@ PROG = "mpi_impl.bench"
 
 
 def main(argv=None):
+    watch_ctrl_c(PROG)
     try:
         with usage_errors(PROG):
             return run(argv)

@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -186,6 +188,39 @@ INTERRUPTED_EXIT = 130
 INTERRUPT_GRACE_S = 0.5
 
 
+_interrupt_once = threading.Lock()
+_watching = []                                  # the program watch_ctrl_c was started for
+#: seconds the watcher gives MPI Abort to end the job before this process exits by itself
+ABORT_DEADLINE_S = 5.0
+
+
+def watch_ctrl_c(prog: str, comm=None):
+    """Make Ctrl-C end the job even while this rank is stuck inside an MPI call.
+
+    Python runs a signal's handler only in the main thread, between bytecodes; a rank blocked
+    in MPI (a Wait for a partner that has stopped: Ctrl-C reaches the ranks at different
+    moments of an exchange) never gets there.  Python's own C-level handler still notes the
+    signal, whichever thread the kernel chose, and writes its number to the wakeup file
+    descriptor (signal.set_wakeup_fd).  A daemon thread blocked on that descriptor wakes up
+    and calls :func:`interrupted`: MPI Abort from a second thread, which MPI_THREAD_MULTIPLE
+    allows.  If the main thread gets there first (its KeyboardInterrupt), the one who comes
+    second waits: the line is printed once.  Call it from the main thread, once."""
+    comm = comm or MPI.COMM_WORLD
+    if _watching:
+        return
+    _watching.append(prog)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)          # the signal handler must never block
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+
+    def wait_for_signal():
+        while os.read(read_end, 1) != bytes([signal.SIGINT]):
+            pass
+        interrupted(prog, comm)
+
+    threading.Thread(target=wait_for_signal, name="ctrl-c", daemon=True).start()
+
+
 def interrupted(prog: str, comm=None):
     """After Ctrl-C (KeyboardInterrupt) on this rank: one line, "PROG: interrupted", and
     the whole job ends with exit code 130 (MPI Abort: the other ranks may be waiting for
@@ -198,6 +233,12 @@ def interrupted(prog: str, comm=None):
     write are written under a temporary name and renamed when complete
     (files.write_new), so none is left half written."""
     comm = comm or MPI.COMM_WORLD
+    while not _interrupt_once.acquire(blocking=False):
+        try:
+            threading.Event().wait()            # the other thread of this rank ends the job
+        except KeyboardInterrupt:               # a second Ctrl-C changes nothing
+            pass
+    threading.Timer(ABORT_DEADLINE_S, os._exit, (INTERRUPTED_EXIT,)).start()
     if comm.Get_rank() != 0:
         time.sleep(INTERRUPT_GRACE_S)
     print(f"{prog}: interrupted", file=sys.stderr, flush=True)

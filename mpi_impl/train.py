@@ -45,7 +45,7 @@ from mpi_impl import data, nets
 from mpi_impl.powersgd import PowerSGD, parameter_arrays
 from mpi_impl.topk import TopK
 from mpi_impl.device import pick_device
-from mpi_impl.errors import abort_job, interrupted, usage_errors
+from mpi_impl.errors import abort_job, interrupted, usage_errors, watch_ctrl_c
 from mpi_impl.loader import Loader
 from mpi_impl.sgd import GradientAverager, MomentumSGD
 from mpi_impl.timeline import Timeline, write_chrome_trace
@@ -278,6 +278,7 @@ def memory_report(per_rank):
 def main(argv=None):
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    watch_ctrl_c(PROG, comm)
     try:
         with usage_errors(PROG):
             args = parse_args(argv, comm.Get_size())

@@ -248,18 +248,8 @@ def test_ctrl_c_on_one_rank_ends_the_job_in_one_line_with_130(tmp_path, mpirun):
     assert list(tmp_path.iterdir()) == []
 
 
-# Known defect (issue 34 stays open for it): in about 1 run in 10, Ctrl-C in the middle of
-# bench's ring loop leaves one rank blocked inside an MPI wait for a partner that has stopped,
-# and the other rank's MPI Abort then neither returns nor ends the job (seen with the signal
-# sent to mpiexec alone and to the whole process group, as a terminal does). Marked
-# non-strict xfail so the suite reports it every run without failing CI on the race.
-BENCH_CTRL_C_HANG = pytest.mark.xfail(strict=False, reason="intermittent: a rank blocked in an MPI "
-                                      "wait and an Abort that does not end the job (issue 34)")
-
-
 @pytest.mark.parametrize("module, ready", [("mpi_impl.train", "Finished Epoch [1"),
-                                           pytest.param("mpi_impl.bench", "measured for the bound",
-                                                        marks=BENCH_CTRL_C_HANG)])
+                                           ("mpi_impl.bench", "measured for the bound")])
 def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_path):
     """Ctrl-C on a terminal: SIGINT to mpiexec, which passes it to every rank (in the middle
     of the work: 1000 epochs, or a million 1 MiB all-reduces)."""
@@ -280,6 +270,30 @@ def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_
     assert job.returncode == 130, err[-3000:]
     assert err.strip().splitlines() == [f"{module}: interrupted"]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_ctrl_c_ends_a_job_whose_ranks_are_all_blocked_inside_mpi(ranks):
+    """The hang Ctrl-C could leave: every rank inside an MPI call that never completes, where
+    Python's own handler never runs (tests/mpi_checks/stuck_in_mpi.py; with --no-watch this
+    test times out)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    job = subprocess.Popen([mpiexec(), "-n", str(ranks), sys.executable,
+                            "tests/mpi_checks/stuck_in_mpi.py"], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = 0
+        while ready < ranks:                    # two ranks' lines can arrive glued together
+            line = job.stdout.readline()
+            assert line, "the job ended before every rank was ready"
+            ready += line.count("ready")
+        time.sleep(0.5)                         # every rank is inside its receive by now
+        job.send_signal(signal.SIGINT)
+        _, err = job.communicate(timeout=20)
+    finally:
+        job.kill()
+    assert job.returncode == 130, err[-3000:]
+    assert err.strip().splitlines() == ["stuck_in_mpi: interrupted"]
 
 
 def test_an_error_inside_an_exchange_leaves_no_receive_posted():
