@@ -248,6 +248,15 @@ def test_ctrl_c_on_one_rank_ends_the_job_in_one_line_with_130(tmp_path, mpirun):
     assert list(tmp_path.iterdir()) == []
 
 
+def end_all(job):
+    """Kill mpiexec and every process it started (its own session): a failed run must not leave
+    ranks spinning in MPI behind it."""
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.mark.parametrize("module, ready", [("mpi_impl.train", "Finished Epoch [1"),
                                            ("mpi_impl.bench", "measured for the bound")])
 def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_path):
@@ -258,7 +267,8 @@ def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_
                                "--json", str(tmp_path / "b.json")]}[module]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", module, *argv], cwd=ROOT,
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
     try:
         for line in job.stdout:
             if ready in line:
@@ -266,7 +276,7 @@ def test_ctrl_c_at_mpiexec_ends_the_job_in_one_line_with_130(module, ready, tmp_
         job.send_signal(signal.SIGINT)
         _, err = job.communicate(timeout=20)
     finally:
-        job.kill()
+        end_all(job)
     assert job.returncode == 130, err[-3000:]
     assert err.strip().splitlines() == [f"{module}: interrupted"]
     assert list(tmp_path.iterdir()) == []
@@ -280,7 +290,8 @@ def test_ctrl_c_ends_a_job_whose_ranks_are_all_blocked_inside_mpi(ranks):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     job = subprocess.Popen([mpiexec(), "-n", str(ranks), sys.executable,
                             "tests/mpi_checks/stuck_in_mpi.py"], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
     try:
         ready = 0
         while ready < ranks:                    # two ranks' lines can arrive glued together
@@ -291,7 +302,7 @@ def test_ctrl_c_ends_a_job_whose_ranks_are_all_blocked_inside_mpi(ranks):
         job.send_signal(signal.SIGINT)
         _, err = job.communicate(timeout=20)
     finally:
-        job.kill()
+        end_all(job)
     assert job.returncode == 130, err[-3000:]
     assert err.strip().splitlines() == ["stuck_in_mpi: interrupted"]
 
