@@ -31,10 +31,15 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
                                           -> the links' latency_us, sync.message_overhead_us
   scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
                rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
-  1-bit codec  OneBitAllreduce's seconds on 2 ranks at two buffer sizes (the gradient and an
-               eighth of it, at least 2**20 values; the median of the rounds), less what dpsim's link
-               model says its messages take: a cost per call and per byte of dpsim's
-               quantise/decode kernels               -> compute.kernel_launch_us, codec_gbs
+  time-slicing the compute of that probe (two ranks or more on a core) against the 1-rank
+               probe's and dpsim's processor sharing, and how far apart its ranks finished
+                                  -> cluster.timeslice_overhead, compute.shared_jitter (CPU)
+  1-bit codec  OneBitAllreduce's seconds on 2 ranks: the gradient's call as training makes it
+               (the 2-rank probe's 1bit block: after backward, before the update; its wait for
+               the slower rank taken out) and a call alone at an eighth of the size, at least
+               2**20 values; the median of the rounds; less what dpsim's link model says its
+               messages take: a cost per call and per byte of dpsim's quantise/decode kernels
+                                                     -> compute.kernel_launch_us, codec_gbs
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
 
 The loop latency, the time slice and the codec are fitted through dpsim, on the machine as
@@ -132,17 +137,41 @@ def fit_timeslice_key(m, capacity, message_s):
     return m.per_round(n, lambda p, _: fit_timeslice(message_s, p.message_mean_s, n, capacity))
 
 
+def fit_oversubscribed_keys(m, capacity):
+    """(cluster.timeslice_overhead, compute.shared_jitter) on a CPU whose 2 x sharing_ranks
+    probe outnumbers the devices, else (None, None): how much slower than dpsim's processor
+    sharing its ranks computed, against the 1-rank probe of the same round
+    (fit.fit_timeslice_overhead), and how far apart they finished (fit.fit_shared_jitter);
+    the medians of the rounds."""
+    n = 2 * m.sharing_ranks
+    if not (m.cpu and m.probes.get(n) and n > capacity):
+        return None, None
+    factors, shared = dpsim_sharing.rank_factors(n, capacity), dpsim_sharing.shares_device(n, capacity)
+    overhead = m.per_round(n, lambda p, one: fit.fit_timeslice_overhead(one.compute_mean_s, p.compute_s,
+                                                                       factors, shared))
+    jitter = m.per_round(n, lambda p, _: fit.fit_shared_jitter(p.straggler_s, p.compute_mean_s, n))
+    return overhead, jitter
+
+
 def fit_codec_keys(m, machine):
     """(compute.kernel_launch_us, compute.codec_gbs): what one OneBitAllreduce call on 2 ranks
     took at two buffer sizes, less what dpsim's link model says its messages take on
     `machine` (a profile), is the codec's (with its error feedback's arithmetic); dpsim
-    charges that as kernels (fit.fit_codec)."""
+    charges that as kernels (fit.fit_codec). The call on the gradient itself is the one timed
+    in the training loop's rhythm (Measurements.onebit_loop_s) where the probe has it: alone,
+    back to back, the same call ran 20-30% faster on the 2-core machine (course/README.md)."""
     d = scenario_for(machine, 2, "ring", "1bit")
     d["compute"].update(kernel_launch_us=0.0, codec_gbs=1e12)      # kernels free: messages only
     messages = [fit.collective_seconds(d, 4 * v, "ring", "1bit") for v in m.codec_values]
-    kernels = [max(t - msg, 0.0) for t, msg in zip(m.onebit_s, messages)]
+    values, calls = list(m.codec_values), list(m.onebit_s)
+    if m.onebit_loop_s is not None:                 # the gradient's call as training makes it
+        params = m.model["params"]
+        kept = [(v, t) for v, t in zip(values, calls) if v != params]
+        values, calls = [v for v, _ in kept] + [params], [t for _, t in kept] + [m.onebit_loop_s]
+        messages = [fit.collective_seconds(d, 4 * v, "ring", "1bit") for v in values]
+    kernels = [max(t - msg, 0.0) for t, msg in zip(calls, messages)]
     share = dpsim_sharing.ranks_per_device(2, machine["cluster"]["devices_per_node"])
-    return fit_codec(m.codec_values, kernels, 2, share)
+    return fit_codec(values, kernels, 2, share)
 
 
 # ------------------------------------------------------------------ the profile
@@ -163,6 +192,8 @@ class Fitted:
     loop_latency_us: float | None = None
     timeslice_s: float | None = None
     codec: tuple | None = None           # (kernel_launch_us, codec_gbs)
+    timeslice_overhead: float | None = None
+    shared_jitter: float | None = None
 
 
 def profile_dict(measured):
@@ -174,8 +205,10 @@ def profile_dict(measured):
     mem_bw, node_bw = fit_memory_keys(m, capacity)
     link_gbs, message_s = fit_pingpong(m)
     f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s)
+    overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
     f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)),
-                timeslice_s=fit_timeslice_key(m, capacity, message_s))
+                timeslice_s=fit_timeslice_key(m, capacity, message_s),
+                timeslice_overhead=overhead, shared_jitter=shared_jitter)
     return layout(m, replace(f, codec=fit_codec_keys(m, layout(m, f))))
 
 
@@ -220,12 +253,16 @@ def cluster_keys(m, f):
             "shared_memory_messages": m.cpu}
     if f.timeslice_s is not None:
         keys["timeslice_us"] = round(f.timeslice_s * 1e6, 1)
+    if f.timeslice_overhead is not None:
+        keys["timeslice_overhead"] = round(f.timeslice_overhead, 4)
     return keys
 
 
 def compute_keys(m, f):
     keys = {"efficiency": round(f.efficiency, 6), "half_batch": round(f.half_batch, 3),
             "jitter": round(f.jitter, 4), "overhead_ms": round(m.overhead_s * 1e3, 4)}
+    if f.shared_jitter is not None:
+        keys["shared_jitter"] = round(f.shared_jitter, 4)
     if f.codec is not None:
         launch_us, codec_gbs = f.codec
         keys.update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))
@@ -357,6 +394,9 @@ def summary(prof, measured):
              f"its kernels touch -> kernel_launch_us, codec_gbs"]
     if "timeslice_us" in cl:
         lines.append(scheduling_line(m, cl["timeslice_us"]))
+    if "timeslice_overhead" in cl:
+        lines.append(f"  time-slicing    ranks sharing a core compute {cl['timeslice_overhead']:.1%} slower than "
+                     f"their share and finish {c['shared_jitter']:.1%} apart -> timeslice_overhead, shared_jitter")
     lines.append(f"  (medians of {rounds} rounds of probes)")
     lines += range_lines(measured.get("spread", {}), measured.get("machine_load"))
     for warning in unsteady(measured):

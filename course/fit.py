@@ -24,6 +24,8 @@ primitive, and its model composes the primitives into every configuration.
 collective_seconds is the one place course asks dpsim how long one collective takes.
 """
 
+import math
+
 import numpy as np
 
 from dpsim import sharing
@@ -71,6 +73,30 @@ def fit_jitter(wait_s, compute_s):
     iteration) from 2 ranks: the slower of two draws exceeds their mean by E|z1 - z2| / 2 =
     1 / sqrt(pi) standard deviations, so jitter = sqrt(pi) x wait / compute."""
     return float(np.sqrt(np.pi) * max(wait_s, 0.0) / compute_s)
+
+
+def expected_max_normal(n):
+    """E[max of n independent N(0, 1)] = the integral of x n phi(x) Phi(x)^(n-1), numerically:
+    1/sqrt(pi) for 2 (the closed form fit_jitter uses), 1.0294 for 4 (Tippett's tables,
+    Biometrika 17, 1925)."""
+    x = np.linspace(-12.0, 12.0, 48_001)
+    phi = np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+    return float(np.sum(x * n * phi * cdf ** (n - 1)) * (x[1] - x[0]))
+
+
+def fit_shared_jitter(wait_s, compute_s, ranks):
+    """compute.shared_jitter from a probe whose `ranks` ranks all share devices: the slowest
+    of n draws t (1 + j z) exceeds their mean by j t E[max of n z] (expected_max_normal)."""
+    return float(max(wait_s, 0.0) / compute_s / expected_max_normal(ranks))
+
+
+def fit_timeslice_overhead(alone_s, together_s, factors, shared):
+    """cluster.timeslice_overhead: how much slower than dpsim's processor sharing the ranks that
+    share a device computed (together_s[r] against alone_s x factors[r], dpsim.sharing), the
+    mean over those ranks; at least 0."""
+    ratios = [t / (alone_s * f) for t, f, s in zip(together_s, factors, shared) if s]
+    return max(float(np.mean(ratios)) - 1.0, 0.0) if ratios else 0.0
 
 
 def fit_capacity(alone_s, together_s, devices):

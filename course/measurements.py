@@ -107,13 +107,14 @@ def sharing_ranks(devices):
 def probe_rounds(ranks, net_args, codec_values, say, rounds=ROUNDS):
     """{str(ranks): [course.probe's JSON per round]}: every rank count once a round. Ranks of
     more than one end each step in a ring sync, the rhythm of training; the 2-rank probe
-    also times the 1-bit codec at `codec_values`."""
+    also times the 1-bit codec at `codec_values`, alone and, in a second block of steps, as
+    training calls it: once a step on the gradient, between backward and the update."""
     probes = {str(n): [] for n in ranks}
     for r in range(rounds):
         say(f"probing 1, 2, ... ranks at once (round {r + 1} of {rounds})")
         for n in probes:
             codec = codec_values if n == "2" else ()
-            syncs = ("ring",) if n != "1" else ()
+            syncs = ("ring", "1bit") if n == "2" else ("ring",) if n != "1" else ()
             probes[n].append(launch.probe(int(n), syncs=syncs, codec=codec, steps=32, **net_args))
     return probes
 
@@ -185,6 +186,21 @@ def codec_probe(probes):
             "onebit_s": [float(np.median(col)) for col in zip(*(p["onebit_s"] for p in timed))]}
 
 
+def onebit_in_loop(probe):
+    """Seconds of one OneBitAllreduce of the gradient as training calls it (the probe's 1-bit
+    block: after backward, before the update, the caches and the ranks' rhythm as training
+    leaves them), the wait for the slower rank's compute taken out; None without the block."""
+    block = probe["blocks"].get("1bit")
+    if not block or not block["sync_steps_s"]:
+        return None
+    return float(np.mean(block["sync_steps_s"])) - straggler_s(probe, "1bit")
+
+
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else None
+
+
 def compute_spread(m):
     """Slowest over fastest of the compute moments at the run's batch."""
     moments = compute_moments(m)
@@ -215,6 +231,7 @@ class Probe:
     update_s: float              # the momentum SGD step
     straggler_s: float | None    # the ring block's wait for the slower rank's compute (fit.straggler_s)
     ring_sync_s: float | None    # the ring block's sync, that wait included
+    onebit_loop_s: float | None  # the 1-bit block's sync, its wait for the slower rank taken out
     message_s: float | None      # one-way time of 8 bytes, the median of the round trips
     message_mean_s: float | None  # the same, the mean: it holds the rare long waits for the scheduler
     link_gbs: float | None       # the largest message over its extra time above 8 bytes (best round trip)
@@ -227,6 +244,7 @@ class Probe:
         return cls(ranks=p["ranks"], compute_s=parts["compute_s"], update_s=parts["update_s"],
                    straggler_s=straggler_s(p, "ring") if ring else None,
                    ring_sync_s=float(np.mean(ring["sync_steps_s"])) if ring else None,
+                   onebit_loop_s=onebit_in_loop(p),
                    message_s=p["one_way_median_s"][0] if best else None,
                    message_mean_s=p["one_way_mean_s"][0] if best else None,
                    link_gbs=sizes[-1] / (best[-1] - best[0]) / 1e9 if best else None)
@@ -253,6 +271,7 @@ class Measurements:
     probes: dict         # {ranks: [Probe per round]}, the rounds in order
     codec_values: list   # the buffer sizes (values) at which the 1-bit all-reduce was timed
     onebit_s: list       # one OneBitAllreduce call on 2 ranks per size, the median of the rounds
+    onebit_loop_s: float | None = None   # the gradient's call in the training loop (Probe), the median
 
     @classmethod
     def from_sidecar(cls, m):
@@ -262,7 +281,8 @@ class Measurements:
                    cores=m["cores"], peak_flops=m["peak_flops"], sweep=sweep, update_s=update,
                    overhead_s=overhead_s(m), copy_gbs=m["copy_gbs"], sharing_ranks=m["sharing_ranks"],
                    probes={int(n): [Probe.from_json(p) for p in rounds] for n, rounds in m["probes"].items()},
-                   codec_values=codec["codec_values"], onebit_s=codec["onebit_s"])
+                   codec_values=codec["codec_values"], onebit_s=codec["onebit_s"],
+                   onebit_loop_s=median_or_none([onebit_in_loop(p) for p in m["probes"]["2"]]))
 
     @property
     def cpu(self):

@@ -60,11 +60,19 @@ def rank_sharing(sc) -> list[float]:
     return sharing.rank_factors(c.gpus_per_node, c.devices_per_node) * c.nodes
 
 
+def shared_ranks(sc) -> list[bool]:
+    """Per GPU (rank) of the cluster, whether its device time-slices it with another rank."""
+    c = sc.cluster
+    return sharing.shares_device(c.gpus_per_node, c.devices_per_node) * c.nodes
+
+
 def slowness(sc) -> list[float]:
     """Each GPU's compute-time multiplier before jitter: its sharing over its speed factor
-    (cluster.gpu_speed, 1.0 for the GPUs it does not list)."""
+    (cluster.gpu_speed, 1.0 for the GPUs it does not list), and for a rank that shares its
+    device, the cost of time-slicing (cluster.timeslice_overhead)."""
     speeds = list(sc.cluster.gpu_speed) + [1.0] * (sc.gpus - len(sc.cluster.gpu_speed))
-    return [f / v for f, v in zip(rank_sharing(sc), speeds)]
+    extra = 1.0 + sc.cluster.timeslice_overhead
+    return [f / v * (extra if shared else 1.0) for f, v, shared in zip(rank_sharing(sc), speeds, shared_ranks(sc))]
 
 
 def memory_bw_gbs(sc) -> float:

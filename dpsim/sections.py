@@ -76,6 +76,12 @@ class ClusterConfig:
     # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
     # assumption; course calibrate measures what busy-polling ranks really wait.
     timeslice_us: float = _spec(3000.0, positive=True, doc="the OS scheduler's time slice")
+    # What time-slicing costs a rank's forward and backward beyond its 1/k of the device: the
+    # switches between ranks (caches refilled), and the slices of the ranks beside it that
+    # wait and poll (dpsim.sharing). 0: perfect processor sharing. course calibrate measures it
+    # with its probe of twice as many ranks as cores.
+    timeslice_overhead: float = _spec(0.0, nonneg=True, doc="fraction the compute of a rank that shares "
+                                      "its device runs slower than 1/k of it (switches, others' polling)")
     # --- transports (dpsim.transports: each with its source)
     p2p: bool = _spec(True, doc="GPU peer-to-peer inside a node; false = every GPU-to-GPU message is two "
                       "copies through a pinned host buffer (GeForce cards: NVIDIA disables P2P)")
@@ -125,6 +131,11 @@ class ComputeConfig:
     # Random variation of each GPU's compute time per iteration (coefficient of variation;
     # seeded by training.seed): a synchronous step waits for the slowest draw.
     jitter: float = _spec(0.0, nonneg=True)
+    # The same for a rank whose device time-slices it with others (dpsim.sharing): the
+    # scheduler's slices end at different moments for each, so ranks that share a core finish
+    # their compute up to a slice apart. 0: compute.jitter for them too.
+    shared_jitter: float = _spec(0.0, nonneg=True, doc="jitter of ranks that share their device "
+                                 "(0 = compute.jitter)")
     # Launch cost of one GPU kernel: ~5 us, the order CUDA documentation and microbenchmarks
     # report for an empty kernel launch (e.g. Zhang et al., "Understanding the GPU
     # Microarchitecture to Achieve Bare-Metal Performance Tuning", PPoPP 2017).

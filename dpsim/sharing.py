@@ -33,6 +33,14 @@ step update at the same moment, so each of the busy devices gets an equal part o
 
     bandwidth of a rank = min(its device's, node's / busy)
 
+Time-slicing is not free. Each switch between two ranks on a core refills its caches, and a
+rank that has finished its compute and polls takes slices from the one still computing; so
+the forward and backward of a rank that shares its device run (1 + overhead) slower than
+the fluid share above (`cluster.timeslice_overhead`, measured by course calibrate's probe of
+twice as many ranks as cores). The slices also end at different moments for each rank, so
+ranks on one device finish their compute apart (`compute.shared_jitter`, dpsim.engine draws
+it in place of compute.jitter for them).
+
 Yielding ranks (a GPU shared by ranks that wait on their own CPU cores) pay no such wait.
 dpsim.analytic.shared_ring writes the ring all-reduce under all of it; tests hold the engine to it.
 """
@@ -43,10 +51,15 @@ def rank_factors(ranks: int, devices: float) -> list[float]:
     """How many times slower each rank's device work runs than alone (devices = 0: none shared)."""
     if not devices:
         return [1.0] * ranks
+    per_slot = ranks_on_each_device(ranks, devices)
+    contention = max(1.0, min(ranks, len(per_slot)) / devices)
+    return [per_slot[r % len(per_slot)] * contention for r in range(ranks)]
+
+
+def ranks_on_each_device(ranks: int, devices: float) -> list[int]:
+    """How many ranks each of the ceil(devices) devices runs (rank r on device r mod ceil)."""
     slots = math.ceil(devices)
-    per_slot = [ranks // slots + (1 if s < ranks % slots else 0) for s in range(slots)]
-    contention = max(1.0, min(ranks, slots) / devices)
-    return [per_slot[r % slots] * contention for r in range(ranks)]
+    return [ranks // slots + (1 if s < ranks % slots else 0) for s in range(slots)]
 
 
 def ranks_per_device(ranks: int, devices: float) -> float:
@@ -70,3 +83,11 @@ def memory_bw(device_gbs: float, node_gbs: float, ranks: int, devices: float) ->
         return device_gbs
     busy = min(ranks, math.ceil(devices)) if devices else ranks
     return min(device_gbs, node_gbs / busy)
+
+
+def shares_device(ranks: int, devices: float) -> list[bool]:
+    """For each rank, whether its device time-slices it with another rank."""
+    if not devices:
+        return [False] * ranks
+    per_slot = ranks_on_each_device(ranks, devices)
+    return [per_slot[r % len(per_slot)] > 1 for r in range(ranks)]

@@ -53,6 +53,7 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     assert 0 < frag["cluster"]["devices_per_node"] <= frag["cluster"]["cpu_cores"]
     assert frag["cluster"]["shared_memory_messages"] and frag["sync"]["busy_poll"]
     assert frag["compute"]["codec_gbs"] > 0 and frag["compute"]["kernel_launch_us"] >= 0
+    assert frag["cluster"]["timeslice_overhead"] >= 0 and frag["compute"]["shared_jitter"] >= 0   # 4 ranks, 2 cores
     sc = dpsim.load_scenario(profile)                          # the file on its own
     assert sc.model.params == frag["model"]["params"]
     merged = dpsim.load_scenario("cntk-1bit-k80")               # merged into a base scenario
@@ -66,6 +67,8 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     assert set(side["probes"]) == {"1", "2", "4"} and all(len(v) == calibrate.ROUNDS for v in side["probes"].values())
     for two in side["probes"]["2"]:                              # the codec is timed every round
         assert len(two["onebit_s"]) == 2 and two["onebit_s"][0] > two["codec_s"][0] > 0
+        assert list(two["blocks"]) == ["ring", "1bit"]          # and in the loop's rhythm
+        assert np.mean(two["blocks"]["1bit"]["codec_steps_s"]) > 0
 
 
 def test_overhead_is_the_median_of_the_sweep_and_the_one_rank_probes():
@@ -345,3 +348,37 @@ def test_fit_latency_recovers_the_latency_of_a_simulated_ring():
 def test_straggler_is_the_slowest_minus_the_mean_per_step():
     probe = {"blocks": {"ring": {"steps_s": {"compute": [[1.0, 2.0], [3.0, 2.0]]}}}}
     assert fit.straggler_s(probe, "ring") == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_onebit_in_loop_is_the_blocks_sync_less_its_wait_for_the_slower_rank():
+    from course.measurements import Probe, onebit_in_loop
+    p = fake_probe(2, 4e-3, {"ring": 1e-3, "1bit": 9e-3})
+    c = p["blocks"]["1bit"]["steps_s"]["compute"]
+    c[1] = [v + 2e-3 for v in c[1]]                 # rank 1 computes 2 ms slower: the wait is 1 ms
+    assert onebit_in_loop(p) == pytest.approx(9e-3 - 1e-3)
+    p.update(one_way_median_s=p["one_way_s"], one_way_mean_s=p["one_way_s"])
+    assert Probe.from_json(p).onebit_loop_s == pytest.approx(8e-3)
+    assert onebit_in_loop(fake_probe(2, 4e-3, {"ring": 1e-3})) is None          # an older sidecar
+
+
+@pytest.mark.parametrize("launch_us, gbs", [(0.0, 2.5), (20.0, 6.0)])
+def test_fit_codec_keys_takes_the_gradients_call_from_the_loop(launch_us, gbs):
+    """Calls made of dpsim's own messages and kernels at (launch_us, gbs): the fit recovers
+    them from the loop's call of the gradient, not from the call timed alone (made 30%
+    faster here, as the 2-core machine ran it)."""
+    from course.measurements import Measurements
+    machine = {**PROF, "cluster": {**PROF["cluster"], "devices_per_node": 2.0}}
+    values = [PROF["model"]["params"], PROF["model"]["params"] // 8]
+
+    def call_s(v, launch, bw):
+        d = compare.scenario_for(machine, 2, "ring", "1bit")
+        d["compute"].update(kernel_launch_us=launch, codec_gbs=bw)
+        return fit.collective_seconds(d, 4 * v, "ring", "1bit")
+    seconds = [call_s(v, launch_us, gbs) for v in values]
+    alone = [0.7 * seconds[0], seconds[1]]
+    m = Measurements(model=PROF["model"], batch=64, device="cpu", devices=2, cores=2, peak_flops=1e11,
+                     sweep=[], update_s=1e-3, overhead_s=0.0, copy_gbs=10.0, sharing_ranks=2, probes={},
+                     codec_values=values, onebit_s=alone, onebit_loop_s=seconds[0])
+    assert calibrate.fit_codec_keys(m, machine) == pytest.approx((launch_us, gbs), rel=1e-3, abs=1e-3)
+    older = Measurements(**{**m.__dict__, "onebit_loop_s": None})            # no loop block: the calls alone
+    assert calibrate.fit_codec_keys(older, machine)[1] > 1.2 * gbs
