@@ -1,0 +1,73 @@
+"""Predict stored runs again: a profile rebuilt from a stored calibration, set against the
+measurements of stored compares, without measuring anything.
+
+    python -m course.repredict course/measured/2026-11-25-quiet/profile.measured.json \
+        course/measured/2026-11-25-quiet/compare1.json [more compare JSONs]
+
+The profile is calibrate.profile_dict of the sidecar (so it follows the fits of the code as it
+is now), each range at its value; every row of each compare JSON is simulated again from it
+(compare.scenario_for: the configuration, the run's batch) and set against the row's measured
+median iteration time and speed-ups, as compare does. The measurements never enter the
+profile: they were taken after the calibration, and the fits read only the sidecar. This is
+how a change to dpsim or to calibrate's fits is checked against runs already on disk; a
+new compare is still the test of a prediction.
+"""
+import argparse
+import json
+import statistics
+
+from course import calibrate, compare, spread
+
+
+def profile_from_sidecar(path):
+    with open(path) as f:
+        return spread.values(calibrate.profile_dict(json.load(f)))
+
+
+def repredict(prof, result, batch):
+    """[(row, predicted iteration s, error, speed-up error or None)] for a compare JSON's rows."""
+    import dpsim
+    out, base = [], None
+    for row in result["rows"]:
+        predicted = dpsim.simulate(compare.scenario_for(prof, row["ranks"], row["sync"], row["compress"],
+                                                        batch=batch)).iteration_time_s
+        if row["ranks"] == 1:
+            base = (predicted, row["measured_iteration_s"])
+        error = predicted / row["measured_iteration_s"] - 1
+        speedup_error = None
+        if row["ranks"] > 1 and base:
+            predicted_speedup = row["ranks"] * base[0] / predicted
+            speedup_error = predicted_speedup / row["measured_speedup"] - 1
+        out.append((row, predicted, error, speedup_error))
+    return out
+
+
+def summary(rows):
+    """(median |error|, worst |error|, median |speed-up error|) of repredict's rows."""
+    errors = [abs(e) for _, _, e, _ in rows]
+    speedups = [abs(s) for _, _, _, s in rows if s is not None]
+    return statistics.median(errors), max(errors), statistics.median(speedups) if speedups else None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m course.repredict", description=__doc__.split("\n")[0])
+    parser.add_argument("sidecar", help="a calibration's profile.measured.json")
+    parser.add_argument("compares", nargs="+", help="compare --json files measured after it")
+    parser.add_argument("--batch", type=int, default=None, help="samples per rank (default: the calibration's)")
+    args = parser.parse_args(argv)
+    with open(args.sidecar) as f:
+        batch = args.batch or json.load(f)["batch"]
+    prof = profile_from_sidecar(args.sidecar)
+    for path in args.compares:
+        with open(path) as f:
+            rows = repredict(prof, json.load(f), batch)
+        for row, predicted, error, speedup_error in rows:
+            name = compare.name_of(row["ranks"], row["sync"], row["compress"])
+            print(f"  {name:28s} {predicted * 1e3:7.2f} / {row['measured_iteration_s'] * 1e3:7.2f} ms "
+                  f"{error:+7.1%}" + (f"   speed-up {speedup_error:+7.1%}" if speedup_error is not None else ""))
+        median, worst, speedup = summary(rows)
+        print(f"{path}: median |error| {median:.1%}, worst {worst:.1%}, speed-up median {speedup:.1%}")
+
+
+if __name__ == "__main__":
+    main()
