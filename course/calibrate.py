@@ -29,8 +29,10 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
                out: the latency per hop that makes dpsim's ring take as long (a message in
                the loop's rhythm costs far more than in a ping-pong)
                                           -> the links' latency_us, sync.message_overhead_us
-  scheduling   the same ping-pong on 2 x devices ranks: what a message waits for a busy-polling
-               rank to be scheduled, (1 - C/N) x slice / 2   -> cluster.timeslice_us (CPU)
+  scheduling   the ring sync of the probe of 2 x devices ranks, its wait for the slowest taken
+               out: what a message waits for a busy-polling rank to be scheduled in the loop's
+               rhythm, (1 - C/N) x slice / 2 (the same ranks' ping-pong waits far less; both
+               are printed)                                  -> cluster.timeslice_us (CPU)
   time-slicing the compute of that probe (two ranks or more on a core) against the 1-rank
                probe's and dpsim's processor sharing, and how far apart its ranks finished
                                   -> cluster.timeslice_overhead, compute.shared_jitter (CPU)
@@ -66,7 +68,7 @@ import numpy as np
 
 from course import fit, spread
 from course.compare import scenario_for
-from course.fit import fit_capacity, fit_codec, fit_compute, fit_timeslice
+from course.fit import fit_capacity, fit_codec, fit_compute
 from course.calibrate_summary import summary  # noqa: F401  (calibrate.summary: what calibrate prints)
 from course.machine_load import Monitor
 # ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
@@ -128,14 +130,20 @@ def fit_loop_latency(m, machine):
     return fit.fit_latency(scenario_for(machine, 2, "ring", "none"), ring_s)
 
 
-def fit_timeslice_key(m, capacity, message_s):
+def fit_timeslice_key(m, machine):
     """cluster.timeslice_us in seconds, on a CPU whose 2 x sharing_ranks probe outnumbers the
-    devices: its mean one-way time of 8 bytes (a rare long wait for the scheduler counts)
-    against the 2-rank ping-pong's `message_s` (fit.fit_timeslice). None otherwise."""
+    devices: the slice that makes dpsim's ring on `machine` (a profile, its loop latency
+    fitted) take that probe's ring sync, its wait for the slowest rank taken out
+    (fit.fit_timeslice_in_loop). A ping-pong between such ranks waits far less (scheduling_line
+    prints both): the receiver's core-mate polls and yields there, and is at work in the loop.
+    None otherwise."""
     n = 2 * m.sharing_ranks
+    capacity = machine["cluster"]["devices_per_node"]
     if not (m.cpu and m.probes.get(n) and n > capacity):
         return None
-    return m.per_round(n, lambda p, _: fit_timeslice(message_s, p.message_mean_s, n, capacity))
+    ring_s = m.per_round(n, lambda p, _: p.ring_sync_s - p.straggler_s)
+    slice_us = fit.fit_timeslice_in_loop(scenario_for(machine, n, "ring", "none"), ring_s)
+    return None if slice_us is None else slice_us / 1e6
 
 
 def fit_oversubscribed_keys(m, capacity):
@@ -208,8 +216,8 @@ def profile_dict(measured):
     f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s)
     overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
     f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)),
-                timeslice_s=fit_timeslice_key(m, capacity, message_s),
                 timeslice_overhead=overhead, shared_jitter=shared_jitter)
+    f = replace(f, timeslice_s=fit_timeslice_key(m, layout(m, f)))
     return layout(m, replace(f, codec=fit_codec_keys(m, layout(m, f))))
 
 

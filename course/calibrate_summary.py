@@ -58,5 +58,7 @@ def scheduling_line(m, timeslice_us):
     n = 2 * m.sharing_ranks
     crowded = m.per_round(n, lambda p, _: p.message_mean_s)
     alone = m.per_round(2, lambda p, _: p.message_mean_s)
-    return (f"  scheduling      {n} busy-polling ranks: a message waits "
-            f"{(crowded - alone) * 1e6:.0f} us more on average -> timeslice_us {timeslice_us:.0f}")
+    ring = m.per_round(n, lambda p, _: p.ring_sync_s - p.straggler_s)
+    return (f"  scheduling      {n} busy-polling ranks: a ping-pong's message waits {(crowded - alone) * 1e6:.0f} us "
+            f"more on average; their ring sync takes {ring * 1e3:.2f} ms in the loop's rhythm "
+            f"-> timeslice_us {timeslice_us:.0f}")

@@ -16,8 +16,12 @@ primitive, and its model composes the primitives into every configuration.
   fit_memory     the update of 2 ranks at once against dpsim's, 20 bytes per parameter at
                  the node's memory bandwidth shared by the busy devices (dpsim.sharing)
                                                                      -> cluster.node_mem_bw_gbs
-  fit_timeslice  the extra one-way time of busy-polling ranks that outnumber the devices,
-                 (1 - C/N) x slice / 2 (dpsim.sharing)               -> cluster.timeslice_us
+  fit_timeslice_in_loop  the ring sync of busy-polling ranks that outnumber the devices, in
+                 the loop's rhythm: (1 - C/N) x slice / 2 per message (dpsim.sharing)
+                                                                     -> cluster.timeslice_us
+  fit_timeslice_overhead, fit_shared_jitter  the same probe's compute against the 1-rank
+                 probe and dpsim's sharing, and its ranks' wait for the slowest
+                                          -> cluster.timeslice_overhead, compute.shared_jitter
   fit_codec      the 1-bit codec's seconds at two buffer sizes against dpsim's kernels
                  (launches x launch + bytes / bandwidth)             -> kernel_launch_us, codec_gbs
 
@@ -118,13 +122,17 @@ def fit_memory(update_s, params, ranks, capacity):
     return float(busy * params * UPDATE_BYTES_PER_PARAM * slowest / update_s / 1e9)
 
 
-def fit_timeslice(alone_one_way_s, crowded_one_way_s, ranks, capacity):
-    """The scheduler's slice from a message's mean one-way time between busy-polling ranks
-    that outnumber the devices, against the same message when each rank has its own:
-    wait = (1 - C/N) slice / 2 (dpsim.sharing.wakeup_s)."""
-    wait = max(crowded_one_way_s - alone_one_way_s, 0.0)
-    busy = 1 - 1 / sharing.ranks_per_device(ranks, capacity)
-    return 2 * wait / busy if busy > 0 else 0.0
+def fit_timeslice_in_loop(d, ring_s):
+    """The slice (us) that makes dpsim's ring sync of scenario d (busy-polling ranks that
+    outnumber the devices) take ring_s: what a message waits for its receiver inside the
+    training loop's rhythm, where the receiver's core-mate is itself at work (dpsim's ring is
+    linear in the slice: (1 - C/N) slice / 2 per message, dpsim.sharing.wakeup_s)."""
+    nbytes = 4 * d["model"]["params"]
+
+    def at(slice_us):
+        return collective_seconds({**d, "cluster": {**d["cluster"], "timeslice_us": slice_us}}, nbytes, "ring")
+    t0, t1 = at(1.0), at(1001.0)
+    return max(1.0 + 1000.0 * (ring_s - t0) / (t1 - t0), 1.0) if t1 > t0 else None
 
 
 def fit_codec(values, seconds, ranks, share=1.0):

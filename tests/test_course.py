@@ -317,9 +317,14 @@ def test_calibrate_measures_again_when_the_machine_changed(monkeypatch, tmp_path
     assert len(calls) == 1
 
 
-def test_fit_timeslice_recovers_the_slice():
-    # 4 busy-polling ranks on 2 devices: a message waits (1 - 1/2) x 3 ms / 2 = 0.75 ms more
-    assert fit.fit_timeslice(5e-6, 5e-6 + 0.75e-3, 4, 2.0) == pytest.approx(3e-3)
+@pytest.mark.parametrize("slice_us", [400.0, 2500.0])
+def test_fit_timeslice_in_loop_recovers_the_slice_of_a_simulated_ring(slice_us):
+    # 4 busy-polling ranks on 2 devices: dpsim's ring at a known slice, read back
+    d = compare.scenario_for({**PROF, "cluster": {**PROF["cluster"], "devices_per_node": 2.0},
+                              "sync": {**PROF["sync"], "busy_poll": True}}, 4, "ring", "none")
+    ring_s = dpsim.simulate({**d, "cluster": {**d["cluster"], "timeslice_us": slice_us}}).sync_time_s
+    assert fit.fit_timeslice_in_loop(d, ring_s) == pytest.approx(slice_us, rel=1e-6)
+    assert fit.fit_timeslice_in_loop({**d, "sync": {**d["sync"], "busy_poll": False}}, ring_s) is None
 
 
 @pytest.mark.parametrize("launch_us, gbs", [(12.0, 2.5), (0.0, 8.0)])
