@@ -19,9 +19,31 @@ import statistics
 from course import calibrate, compare, spread
 
 
-def profile_from_sidecar(path):
+def profile_from_sidecar(path, ranges=False):
+    """The profile calibrate would write from the sidecar at `path` today: each range at its
+    value, or (ranges=True) with the {value, low, high} ranges of its rounds (course.spread)."""
     with open(path) as f:
-        return spread.values(calibrate.profile_dict(json.load(f)))
+        m = json.load(f)
+    prof = calibrate.profile_dict(m)
+    if not ranges:
+        return spread.values(prof)
+    allowed = spread.dpsim_allows(compare.scenario_for(prof, 2, "ring", "none"))
+    return spread.with_ranges(prof, spread.figure_spreads(m, prof, calibrate.profile_dict, allowed))
+
+
+def coverage(ranged, result, batch):
+    """The share of the compare's rows whose measured median falls in the band dpsim predicts
+    from the ranged profile (compare.predicted_bands), and the widest band (below, above)."""
+    import dpsim
+    configs = [(r["ranks"], r["sync"], r["compress"]) for r in result["rows"]]
+    predicted = {c: dpsim.simulate(compare.scenario_for(spread.values(ranged), *c, batch=batch)) for c in configs}
+    bands, _ = compare.predicted_bands(ranged, configs, predicted, batch)
+    inside, below, above = [], 0.0, 0.0
+    for c, row in zip(configs, result["rows"]):
+        band, value = bands[c]["iteration_time_s"], predicted[c].iteration_time_s
+        inside.append(band["low"] <= row["measured_iteration_s"] <= band["high"])
+        below, above = max(below, 1 - band["low"] / value), max(above, band["high"] / value - 1)
+    return sum(inside) / len(inside), (below, above)
 
 
 def repredict(prof, result, batch):
@@ -54,10 +76,13 @@ def main(argv=None):
     parser.add_argument("sidecar", help="a calibration's profile.measured.json")
     parser.add_argument("compares", nargs="+", help="compare --json files measured after it")
     parser.add_argument("--batch", type=int, default=None, help="samples per rank (default: the calibration's)")
+    parser.add_argument("--bands", action="store_true", help="also the band of each prediction from the "
+                                                             "calibration's rounds, and the coverage")
     args = parser.parse_args(argv)
     with open(args.sidecar) as f:
         batch = args.batch or json.load(f)["batch"]
     prof = profile_from_sidecar(args.sidecar)
+    ranged = profile_from_sidecar(args.sidecar, ranges=True) if args.bands else None
     for path in args.compares:
         with open(path) as f:
             rows = repredict(prof, json.load(f), batch)
@@ -67,6 +92,9 @@ def main(argv=None):
                   f"{error:+7.1%}" + (f"   speed-up {speedup_error:+7.1%}" if speedup_error is not None else ""))
         median, worst, speedup = summary(rows)
         print(f"{path}: median |error| {median:.1%}, worst {worst:.1%}, speed-up median {speedup:.1%}")
+        if ranged is not None:
+            share, (below, above) = coverage(ranged, json.load(open(path)), batch)
+            print(f"  coverage {share:.0%} of rows in their predicted band (the widest: -{below:.1%} / +{above:.1%})")
 
 
 if __name__ == "__main__":

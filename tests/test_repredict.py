@@ -97,3 +97,15 @@ def test_readme_says_what_the_loop_waits_and_what_is_left(prof):
     assert f"now up to {max(over) * 1e3:.1f} ms over at 3 and 4 ranks" in text and min(over) > -0.1e-3
     assert "4-rank ps and 1-bit compute up to 20% slower than the 4-rank ring" in text
     assert "while ranks 1 and 2 without 1-bit stayed within 8.1%" in text
+
+
+def test_readme_coverage_is_the_bands_of_the_stored_calibration():
+    text = flat(passage("course/README.md", SECTION))
+    ranged = repredict.profile_from_sidecar(STORED / "profile.measured.json", ranges=True)
+    found = [repredict.coverage(ranged, c, SIDECAR["batch"]) for c in COMPARES]
+    shares = [f"{share:.0%}" for share, _ in found]
+    assert f"{shares[0]}, {shares[1]} and {shares[2]} of the rows fall in their predicted band" in text
+    then = [f"{c['coverage']:.0%}" for c in COMPARES]
+    assert f"(the compares themselves had {then[0]}, {then[1]} and {then[2]})" in text
+    below, above = max(b for _, (b, _) in found), max(a for _, (_, a) in found)
+    assert f"reaching {below:.1%} below and {above:.1%} above its prediction" in text
