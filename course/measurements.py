@@ -15,6 +15,7 @@ What is measured (one BLAS thread per process):
   probes        course/probe.py on 1, 2, sharing_ranks and 2 x sharing_ranks ranks at once,
                 ROUNDS rounds (a busy moment hits one round of each, not every probe of one
                 rank count); the 2-rank probe also times OneBitAllreduce at two buffer sizes
+                alone, and the gradient's call in a second block of steps, as training makes it
 
 The machine drifts from minute to minute, so the 1-rank loop's figures are medians of every
 moment calibrate timed them: the one-process sweep, then each round's 1-rank probe.
