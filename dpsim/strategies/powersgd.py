@@ -81,7 +81,8 @@ def check(sc, model):
     matrices = [(min(layer.matrix), layer) for layer in model.layers if layer.matrix]
     if not matrices:
         raise ScenarioError("sync.compression", f"powersgd compresses matrix-shaped weights, and model "
-                            f"{model.name!r} has none (a custom model is vectors only); choose a preset or none")
+                            f"{model.name!r} has none: give a custom model's model.matrices ([rows, columns] per layer; "
+                            f"course calibrate writes them), choose a preset, or compression none")
     largest, layer = max(matrices, key=lambda x: x[0])
     if sc.sync.powersgd_rank > largest:
         raise ScenarioError("sync.powersgd_rank", f"{sc.sync.powersgd_rank} is above min(n, m) of every matrix of "
