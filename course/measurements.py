@@ -143,15 +143,16 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40
 
 def weight_matrices(net):
     """[rows, columns] of each layer's weight as mpi_impl's PowerSGD takes it (powersgd.matrix_of:
-    a convolution's F x C x k x k as F x Ckk), forward order, one per layer with parameters:
-    dpsim's model.matrices. None if a layer had none or several (no such layer in nets.py)."""
+    a convolution's F x C x k x k as F x Ckk; turned to have no more rows than columns, so that
+    dpsim's P and Q are the same sizes), forward order, one per layer with parameters: dpsim's
+    model.matrices. None if a layer had none or several (no such layer in nets.py)."""
     from mpi_impl.powersgd import matrix_of
     out = []
     for i, _, _ in net.layer_offsets:
         found = [matrix_of(shape) for shape in net.layers[i].param_shapes().values() if matrix_of(shape)]
         if len(found) != 1:
             return None
-        out.append(list(found[0]))
+        out.append(sorted(found[0]))
     return out
 
 

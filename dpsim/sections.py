@@ -138,7 +138,9 @@ class ComputeConfig:
     # The bandwidth the codec's kernels (1-bit quantise/decode, fp16 casts) reach on the bytes
     # they touch; 0 = the GPU's memory bandwidth (cluster.gpu.mem_bw_gbs), as a memory-bound
     # kernel written for the GPU does. course calibrate measures NumPy's, far below a copy's.
-    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels; 0 = mem_bw_gbs")
+    # PowerSGD is made of the framework's own additions and products: at mem_bw_gbs, whatever this says.
+    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels (1-bit, fp16, top-k; "
+                             "not PowerSGD's); 0 = mem_bw_gbs")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).

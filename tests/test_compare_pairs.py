@@ -62,7 +62,7 @@ def test_the_command_line_takes_the_new_names(capsys):
     assert exit.value.code == 2 and "zero4" in capsys.readouterr().err
 
 
-MLP_16 = [[64, 16], [16, 10]]                     # mpi_impl's MLP at --width 16 --depth 1, 8x8 inputs
+MLP_16 = [[16, 64], [10, 16]]       # mpi_impl's MLP at --width 16 --depth 1, 8x8 inputs, rows <= columns
 
 
 def profile(tmp_path, matrices=MLP_16):
@@ -82,11 +82,12 @@ def test_calibrate_records_the_weight_matrices_powersgd_takes():
     from course.measurements import weight_matrices
     from mpi_impl import nets
     mlp = nets.build("mlp", (1, 8, 8), 10, 1024, 2)
-    assert weight_matrices(mlp) == [[64, 1024], [1024, 1024], [1024, 10]]
+    # inputs x outputs, turned to have no more rows than columns, as mpi_impl's PowerSGD takes them
+    assert weight_matrices(mlp) == [[64, 1024], [1024, 1024], [10, 1024]]
     assert weight_matrices(nets.build("mlp", (1, 8, 8), 10, 16, 1)) == MLP_16
-    # the CNN: 3x3 convolutions F x C x 3 x 3 as F x 9C, then the linear layer
+    # the CNN: 3x3 convolutions F x C x 3 x 3 as F x 9C, then the linear layer (2w x 2 x 2 inputs)
     cnn = nets.build("cnn", (1, 8, 8), 10, 4, 1)
-    assert weight_matrices(cnn) == [[4, 9], [8, 36], [2 * 4 * 2 * 2, 10]]
+    assert weight_matrices(cnn) == [[4, 9], [8, 36], [10, 2 * 4 * 2 * 2]]
 
 
 def test_powersgd_runs_with_the_same_rank_in_both_halves(tmp_path, monkeypatch):
