@@ -290,7 +290,8 @@ def check_before_work(args):
     if args.samples < step:
         return f"--samples {args.samples} is less than one step of {max(args.ranks)} ranks x --batch {args.batch}"
     if args.profile:
-        return compare.profile_problem(args.profile, dict(model=args.model, width=args.width, depth=args.depth))
+        return (compare.profile_problem(args.profile, dict(model=args.model, width=args.width, depth=args.depth))
+                or compare.powersgd_problem(args.profile, args.compress))
     return None
 
 

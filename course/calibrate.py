@@ -43,6 +43,9 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
                messages take: a cost per call and per byte of dpsim's quantise/decode kernels
                                                      -> compute.kernel_launch_us, codec_gbs
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
+  the model    mpi_impl's network, counted: parameters, FLOPs per sample, layers, and each
+               layer's weight matrix as PowerSGD takes it -> model.params, flops_per_sample,
+                                                             layers, matrices
 
 The loop latency, the time slice and the codec are fitted through dpsim, on the machine as
 fitted before them. The raw timings go to a JSON file beside the TOML (profile.measured.json);
@@ -232,12 +235,21 @@ def layout(m, f):
                        + ("one core" if m.cpu else "one GPU, shared by the ranks on it"),
         "source": f"measured on {os.uname().nodename}, {time.strftime('%Y-%m-%d %H:%M')}",
         "cluster": cluster_keys(m, f),
-        "model": {k: m.model[k] for k in ("params", "flops_per_sample", "layers")},
+        "model": model_keys(m),
         "compute": compute_keys(m, f),
         "training": {"batch_per_gpu": m.batch},
         "data": {"source": "synthetic"},
         "sync": sync_keys(m, f),
     }
+
+
+def model_keys(m):
+    """The model as dpsim's custom model: parameters, FLOPs, layers, and each layer's weight matrix
+    (model.matrices, which PowerSGD compresses; left out for a sidecar that did not record them)."""
+    keys = {k: m.model[k] for k in ("params", "flops_per_sample", "layers")}
+    if m.model.get("matrices"):
+        keys["matrices"] = m.model["matrices"]
+    return keys
 
 
 def link_keys(m, f):

@@ -15,9 +15,10 @@ How the machine maps onto dpsim (course/README.md says it in words):
                     devices_per_node devices (dpsim.sharing: more ranks than cores share them)
   --sync            sync.strategy of the same name (`mpi`: what MPICH picks, dpsim/strategies/mpi.py)
   --sync zero*      sync.strategy zero1 | zero2 | zero3 (sharded data parallelism; no compression)
-  --compress        sync.compression none | 1bit | topk (topk's ratio at both halves' default,
-                    0.01). Not powersgd: the profile's model is dpsim's custom model, which
-                    carries no matrix shapes, so dpsim cannot predict PowerSGD for it
+  --compress        sync.compression none | 1bit | powersgd | topk, each with the same settings in
+                    both halves (compare_plan.SETTINGS: PowerSGD's rank 1, top-k's ratio 0.01);
+                    PowerSGD compresses the profile's model.matrices (calibrate writes the
+                    network's), and with only ZeRO syncs the compressions run over the ring
   no overlap        sync.bucket_mib = 0, sync.overlap = false: one sync after backward
   1 rank            no sync at all in dpsim (strategy none)
 
@@ -39,14 +40,14 @@ from pathlib import Path
 
 from course import compare_bands, fit, launch
 from course.compare_plan import (ONEBIT_NOTE, OWN_EXCHANGE, configurations, name_of,  # noqa: F401 (re-exported)
-                                 probe_block, schedule)
+                                 notes, probe_block, schedule, sync_keys, train_options)
 from course.machine_load import Monitor
 from dpsim.vocabulary import ALGORITHMS, BREAKDOWN, MIB, OTHER, SEGMENT_BYTES, SHARDED
 
 # The algorithms both halves have: dpsim does not simulate nccl, mpi_impl does not run
 # hierarchical or dataparallel (dpsim.vocabulary.ALGORITHMS says which half has what).
 SYNCS = tuple(name for name in ALGORITHMS if name not in ("nccl", "hierarchical", "dataparallel")) + tuple(SHARDED)
-COMPRESSIONS = ("none", "1bit", "topk")
+COMPRESSIONS = ("none", "1bit", "powersgd", "topk")
 PHASES = BREAKDOWN + (OTHER,)          # the measured side's parts; the predicted side's other is 0
 THRESHOLD = 0.15
 PROFILE_BYTES = 1 << 20           # calibrate writes about 2 KB
@@ -63,6 +64,8 @@ def scenario_for(prof, ranks, sync, compress, batch=None):
     s.update(strategy="none" if ranks == 1 else sync,          # the same name in both halves
              compression=compress if ranks > 1 else "none", bucket_mib=0.0, overlap=False,
              segment_mib=SEGMENT_BYTES / MIB)                  # mpi_impl pipelines its steps so
+    if ranks > 1:
+        s.update(sync_keys(compress))                          # the settings mpi_impl runs with too
     d.setdefault("data", {})["source"] = "synthetic"
     t = d.setdefault("training", {})
     t.update(iterations=40, warmup_iterations=1)     # enough draws of compute.jitter for a stable mean
@@ -80,7 +83,7 @@ def measure(ranks, sync, compress, model, width, depth, batch, samples, epochs, 
         launch.run(ranks, "mpi_impl.train", [
             "--model", model, "--width", width, "--depth", depth, "--batch-per-rank", batch,
             "--samples", samples, "--epochs", epochs, "--sync", sync, "--compress", compress,
-            "--device", device, "--json", out], timeout)
+            *train_options(compress), "--device", device, "--json", out], timeout)
         return json.loads(out.read_text())
 
 
@@ -163,12 +166,11 @@ def compare(prof, ranks, syncs, compresses, model, width, depth, batch, samples,
         compare_bands.add_band(row, bands.get(row_key(row)))
     errors = [abs(r["error"]) for r in rows]
     speedup_errors = [abs(r["speedup_error"]) for r in rows if r["speedup_error"] is not None and r["ranks"] > 1]
-    notes = [ONEBIT_NOTE] if len(syncs) > 1 and "1bit" in compresses else []
     return {"rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
             "worst_abs_error": max(errors) if errors else None,
             "median_abs_speedup_error": statistics.median(speedup_errors) if speedup_errors else None,
             "repeats": repeats, "probed": probe, "predicted_from": "the profile",
-            "seconds": time.perf_counter() - started, "notes": notes,
+            "seconds": time.perf_counter() - started, "notes": notes(syncs, compresses),
             "machine_load": load.summary(), **compare_bands.summary(rows, band_method)}
 
 
@@ -330,6 +332,19 @@ def profile_problem(path, net):
                 f"--model {net['model']} --width {net['width']} --depth {net['depth']} has {params:,} "
                 f"(its sidecar {Path(path).with_suffix('.measured.json').name} is missing)")
     return None
+
+
+def powersgd_problem(path, compresses):
+    """One line if --compress powersgd is asked of a profile whose model has no weight matrices
+    (model.matrices, which calibrate writes; PowerSGD compresses them), else None."""
+    from dpsim.files import printable
+    if "powersgd" not in compresses:
+        return None
+    prof, _ = load_profile(path)                  # read already by profile_problem
+    if prof.get("model", {}).get("matrices"):
+        return None
+    return (f"--compress powersgd: --profile {printable(path, 120)} has no model.matrices (the weight shapes "
+            f"PowerSGD compresses); run python -m course calibrate again to write them, or leave out powersgd")
 
 
 def model_too_big(model, width, depth):

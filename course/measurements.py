@@ -136,11 +136,26 @@ def measure(model="mlp", width=1024, depth=2, batch=64, batches=BATCHES, reps=40
     probes = probe_rounds(sorted({1, 2, shared_n, 2 * shared_n}), net_args, (values, max(values // 8, 1)), say, rounds)
     return {
         "model": {"name": model, "width": width, "depth": depth, "params": net.num_params,
-                  "layers": len(net.layer_offsets), "flops_per_sample": flops},
+                  "layers": len(net.layer_offsets), "flops_per_sample": flops, "matrices": weight_matrices(net)},
         "batch": batch, "device": device, "devices": devices, "cores": cores(), "peak_flops": peak,
         "compute_s": [list(p) for p in points], **parts,
         "copy_gbs": copy_gbs(), "probes": probes, "sharing_ranks": shared_n,
     }
+
+
+def weight_matrices(net):
+    """[rows, columns] of each layer's weight as mpi_impl's PowerSGD takes it (powersgd.matrix_of:
+    a convolution's F x C x k x k as F x Ckk; turned to have no more rows than columns, so that
+    dpsim's P and Q are the same sizes), forward order, one per layer with parameters: dpsim's
+    model.matrices. None if a layer had none or several (no such layer in nets.py)."""
+    from mpi_impl.powersgd import matrix_of
+    out = []
+    for i, _, _ in net.layer_offsets:
+        found = [matrix_of(shape) for shape in net.layers[i].param_shapes().values() if matrix_of(shape)]
+        if len(found) != 1:
+            return None
+        out.append(sorted(found[0]))
+    return out
 
 
 # ------------------------------------------------------------------ reading the sidecar
@@ -258,7 +273,8 @@ class Probe:
 @dataclass(frozen=True)
 class Measurements:
     """What calibrate measured, as its fits take it (from_sidecar reads calibrate's sidecar)."""
-    model: dict          # name, width, depth, params, layers, flops_per_sample (forward + backward)
+    model: dict          # name, width, depth, params, layers, flops_per_sample (forward + backward),
+                         # matrices (weight_matrices; absent from a sidecar of before it)
     batch: int           # samples per rank per step
     device: str          # cpu | gpu
     devices: int         # the cores (CPU) or GPUs the ranks share

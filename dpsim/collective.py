@@ -15,8 +15,8 @@ from .engine import Engine
 
 def one_bucket(nbytes: int) -> dict:
     """Overrides that make a scenario's gradient nbytes of FP32 values (nbytes // 4 of them) in
-    one layer, synchronised as one bucket after backward."""
-    return {"model.params": nbytes // 4, "model.flops_per_sample": 1.0, "model.layers": 1,
+    one layer (no weight matrix), synchronised as one bucket after backward."""
+    return {"model.params": nbytes // 4, "model.flops_per_sample": 1.0, "model.layers": 1, "model.matrices": [],
             "sync.bucket_mib": 0, "sync.overlap": False}
 
 

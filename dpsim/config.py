@@ -69,7 +69,7 @@ class Scenario:
     def model_spec(self) -> models.Model:
         m = self.model
         if m.params:
-            return models.custom_model(m.params, m.flops_per_sample, m.layers)
+            return models.custom_model(m.params, m.flops_per_sample, m.layers, matrices=m.matrices)
         return models.get_model(m.preset)
 
 
@@ -102,7 +102,7 @@ def _checked(sc: Scenario, given_preset: str) -> Scenario:
     return _resolve_global_batch(sc)
 
 
-CUSTOM_MODEL_KEYS = ("params", "flops_per_sample", "layers")
+CUSTOM_MODEL_KEYS = ("params", "flops_per_sample", "layers", "matrices")
 
 
 def _override(sc: Scenario, overrides: dict) -> Scenario:
@@ -191,6 +191,10 @@ def _check_resolves(sc: Scenario, given_preset: str):
             raise ScenarioError("model.params", "a custom model needs both params > 0 and flops_per_sample > 0")
         if sc.model.layers > sc.model.params:
             raise ScenarioError("model.layers", f"at most model.params ({sc.model.params}) layers, got {sc.model.layers}")
+        _check_matrices(sc.model)
+    elif sc.model.matrices:
+        raise ScenarioError("model.matrices", f"describes a custom model's weights; preset {sc.model.preset!r} has "
+                            "its own: remove model.matrices, or give params and flops_per_sample")
     else:
         try:
             models.get_model(sc.model.preset)
@@ -210,6 +214,19 @@ def _check_resolves(sc: Scenario, given_preset: str):
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
+
+
+def _check_matrices(m: ModelConfig):
+    """A custom model's matrices: one per layer, their values within model.params."""
+    if not m.matrices:
+        return
+    if len(m.matrices) != m.layers:
+        raise ScenarioError("model.matrices", f"{len(m.matrices)} matrices for model.layers = {m.layers}: give one "
+                            f"[rows, columns] per layer and set model.layers = {len(m.matrices)}")
+    values = sum(rows * cols for rows, cols in m.matrices)
+    if values > m.params:
+        raise ScenarioError("model.matrices", f"their rows x columns add up to {values:,}, more than model.params "
+                            f"({m.params:,}); the matrices are part of the parameters (the rest are vectors)")
 
 
 def builtin_names() -> list[str]:

@@ -203,11 +203,14 @@ class Machine:
                 self.trace.span(e, "reduce", end - seconds, end)
         yield self.env.timeout(end - self.env.now)
 
-    def kernel(self, endpoints, label, bytes_touched, launches=1, flops=0.0):
+    def kernel(self, endpoints, label, bytes_touched, launches=1, flops=0.0, library=False):
         """A GPU kernel of the codec (quantise, decode, cast; PowerSGD's products) on every
         endpoint at once: launch cost plus the bytes it reads and writes at the codec's
-        bandwidth, or its FLOPs at flops_per_s where they take longer (a roofline)."""
-        seconds = (launches * self.kernel_launch + max(bytes_touched / self.codec_bw, flops / self.flops_per_s)) \
+        bandwidth, or its FLOPs at flops_per_s where they take longer (a roofline).
+        library: one of the framework's own kernels (an addition, a BLAS product, as the
+        optimizer's update is), at the memory bandwidth instead of the codec's."""
+        bandwidth = self.gpu_mem_bw if library else self.codec_bw
+        seconds = (launches * self.kernel_launch + max(bytes_touched / bandwidth, flops / self.flops_per_s)) \
             * self.sharing
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)

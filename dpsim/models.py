@@ -571,10 +571,16 @@ def _whole(x):
         return None
 
 
-def custom_model(params: int, flops_per_sample: float, layers: int = 1, name: str = "custom") -> Model:
+def custom_model(params: int, flops_per_sample: float, layers: int = 1, name: str = "custom",
+                 matrices=()) -> Model:
     """A user-defined model: `layers` equal layers sharing `params` (the remainder, if any,
     goes one each to the first layers) and `flops_per_sample` evenly. flops_per_sample is
-    forward + backward, so each layer's forward FLOPs are flops_per_sample / 3 / layers."""
+    forward + backward, so each layer's forward FLOPs are flops_per_sample / 3 / layers.
+
+    With `matrices` ([rows, columns] per layer, forward order; PowerSGD compresses them) layer
+    i holds rows_i x columns_i values as its weight matrix plus an equal share of the rest of
+    `params` (biases and other vectors), and its share of the FLOPs is its share of the
+    parameters (a linear layer's forward is 2 x rows x columns multiply-add FLOPs a sample)."""
     n_params, n_layers = _whole(params), _whole(layers)   # 25e6 from a TOML file is fine
     if n_params is None or n_params < 1:
         raise ValueError(f"params must be a positive whole number, not {params!r}")
@@ -583,10 +589,29 @@ def custom_model(params: int, flops_per_sample: float, layers: int = 1, name: st
     params, layers = n_params, n_layers
     if not flops_per_sample >= 0:     # also rejects NaN
         raise ValueError(f"flops_per_sample must be >= 0, not {flops_per_sample!r}")
+    fwd = flops_per_sample / (1.0 + BACKWARD_FLOPS_FACTOR)
+    if matrices:
+        return _custom_with_matrices(name, params, fwd, [tuple(m) for m in matrices])
     base, extra = divmod(params, layers)
-    fwd = flops_per_sample / (1.0 + BACKWARD_FLOPS_FACTOR) / layers
     return Model(name,
                  f"user-defined: {params:,} params in {layers} equal layers, "
                  f"{flops_per_sample:.4g} FLOPs per sample (forward + backward)",
-                 tuple(Layer(f"layer{i}", base + (1 if i < extra else 0), fwd) for i in range(layers)),
+                 tuple(Layer(f"layer{i}", base + (1 if i < extra else 0), fwd / layers) for i in range(layers)),
+                 "user-supplied figures")
+
+
+def _custom_with_matrices(name, params, fwd, matrices):
+    """custom_model's layers when each has a weight matrix (see there); fwd: forward FLOPs a sample."""
+    weights = [rows * cols for rows, cols in matrices]
+    if any(_whole(x) is None or x < 1 for m in matrices for x in m) or sum(weights) > params:
+        raise ValueError(f"matrices must be [rows, columns] of whole numbers > 0 whose values add up to at "
+                         f"most params ({params}), not {matrices!r}")
+    base, extra = divmod(params - sum(weights), len(matrices))
+    sizes = [w + base + (1 if i < extra else 0) for i, w in enumerate(weights)]
+    shapes = ", ".join(f"{rows}x{cols}" for rows, cols in matrices)
+    return Model(name,
+                 f"user-defined: {params:,} params in {len(matrices)} layers with weight matrices {shapes}, "
+                 f"{3 * fwd:.4g} FLOPs per sample (forward + backward)",
+                 tuple(Layer(f"layer{i}", size, fwd * size / params, matrix=matrices[i])
+                       for i, size in enumerate(sizes)),
                  "user-supplied figures")

@@ -53,7 +53,7 @@ def apply_overrides(data: dict, overrides: dict) -> dict:
         if not isinstance(table, dict):
             raise ScenarioError(section, f"expected a table, got {table!r}")
         if section == "model" and key == "preset" and value != "custom":
-            for custom_key in ("params", "flops_per_sample", "layers"):     # a preset replaces a custom model
+            for custom_key in ("params", "flops_per_sample", "layers", "matrices"):   # a preset replaces a custom model
                 table.pop(custom_key, None)
         if section == "model" and key in ("params", "flops_per_sample"):
             table["preset"] = "custom"                                       # and the other way round

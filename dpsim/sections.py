@@ -26,9 +26,9 @@ STAGINGS = ("direct", "host")
 UPDATE_LOCATIONS = ("gpu", "cpu")
 
 
-def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, doc=""):
-    """A dataclass field carrying its validation rule."""
-    meta = dict(positive=positive, nonneg=nonneg, choices=choices, fraction=fraction, doc=doc)
+def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, pairs=False, doc=""):
+    """A dataclass field carrying its validation rule (pairs: a list of [positive int, positive int])."""
+    meta = dict(positive=positive, nonneg=nonneg, choices=choices, fraction=fraction, pairs=pairs, doc=doc)
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -99,6 +99,12 @@ class ModelConfig:
     params: int = _spec(0, nonneg=True, doc="custom model: parameters (instead of preset)")
     flops_per_sample: float = _spec(0.0, nonneg=True, doc="custom model: forward+backward FLOPs per sample")
     layers: int = _spec(1, positive=True, doc="custom model: equal layers the gradient is split into")
+    # A custom model's weight matrices, so that PowerSGD can compress them (dpsim.models.custom_model):
+    # one [rows, columns] per layer, forward order; model.layers must equal their count, their
+    # rows x columns must add up to at most model.params, and the rest are vectors (biases).
+    matrices: list = _spec([], pairs=True, doc="custom model: [rows, columns] of each layer's weight matrix, "
+                           "forward order, one per layer (PowerSGD compresses them); the rest of model.params "
+                           "are vectors; [] = vectors only")
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,9 @@ class ComputeConfig:
     # The bandwidth the codec's kernels (1-bit quantise/decode, fp16 casts) reach on the bytes
     # they touch; 0 = the GPU's memory bandwidth (cluster.gpu.mem_bw_gbs), as a memory-bound
     # kernel written for the GPU does. course calibrate measures NumPy's, far below a copy's.
-    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels; 0 = mem_bw_gbs")
+    # PowerSGD is made of the framework's own additions and products: at mem_bw_gbs, whatever this says.
+    codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels (1-bit, fp16, top-k; "
+                             "not PowerSGD's); 0 = mem_bw_gbs")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
@@ -243,6 +251,8 @@ TOP_LEVEL = ("name", "description", "source")
 
 def check_field(f: dataclasses.Field, value, key):
     meta, want = f.metadata, f.type
+    if meta.get("pairs"):
+        return _pairs(value, key)
     if want == "bool" or want is bool:
         if not isinstance(value, bool):
             raise ScenarioError(key, f"expected true or false, got {value!r}")
@@ -280,6 +290,22 @@ def check_field(f: dataclasses.Field, value, key):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         limits.in_range(key, value)
     return value
+
+
+def _pairs(value, key):
+    """A list of [rows, columns], each a positive whole number: [[int, int], ...]."""
+    if not isinstance(value, (list, tuple)):
+        raise ScenarioError(key, f"expected a list of [rows, columns], got {value!r}")
+    out = []
+    for i, pair in enumerate(value):
+        whole = [int(x) if isinstance(x, float) and x.is_integer() else x for x in pair] \
+            if isinstance(pair, (list, tuple)) else None
+        if not whole or len(whole) != 2 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in whole):
+            raise ScenarioError(f"{key}[{i}]", f"expected [rows, columns], two whole numbers > 0, got {pair!r}")
+        for x in whole:
+            limits.in_range(f"{key}[{i}]", x)
+        out.append(whole)
+    return out
 
 
 # Keys that were renamed, and why: a file that still uses one fails with this hint.

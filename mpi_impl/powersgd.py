@@ -20,15 +20,16 @@ the factors' bytes are the same either way), so P^ lives in the smaller side.  r
 at min(rows, cols) per matrix (as PyTorch's PowerSGD hook does); at that rank P^ is a whole
 orthonormal basis (orthogonalise completes it when P has lower rank, as a warm-started Q
 can give), so P^ Q^T = P^ P^T (sum of M) is the exact sum, to rounding.  Vectors (biases)
-are all-reduced as they are, in the same all-reduce as the Ps.  The all-reduces use the
---sync algorithm.
+are all-reduced as they are, first and on their own, as PyTorch's powerSGD_hook does (and
+dpsim/strategies/powersgd.py with it).  The all-reduces use the --sync algorithm.
 
 Bytes per rank per step, s bytes per value, with the ring all-reduce (ring.py):
 
     2 (p - 1)/p  s  (sum over matrices of (rows + cols) r  +  the vectors' lengths)
 
-against 2 (p - 1)/p s (sum of rows cols + vectors) uncompressed.  Two all-reduces (vectors
-and Ps, then Qs), so 4 (p - 1) alpha with the ring.  The codec: per matrix three matmuls of
+against 2 (p - 1)/p s (sum of rows cols + vectors) uncompressed.  Three all-reduces (the
+vectors, the Ps, the Qs; one left out where there is nothing to send), so 6 (p - 1) alpha with
+the ring.  The codec: per matrix three matmuls of
 2 rows cols r FLOPs each (P, Q, and the residual; a fourth builds the result) and the
 orthogonalisation's about 4 min(rows, cols) r^2; ``codec_s`` measures it.
 """
@@ -145,32 +146,35 @@ class PowerSGD:
         tick = time.perf_counter()
         M = g + self.residual if self.error_feedback else g.copy()
         out = xp.empty_like(g)
-        n_vectors = sum(n for _, n in self.vectors)
-        first = xp.empty(n_vectors + sum(min(m) * r for _, m, r in self.matrices), g.dtype)
+        plain = xp.empty(sum(n for _, n in self.vectors), g.dtype)
+        Ps = xp.empty(sum(min(m) * r for _, m, r in self.matrices), g.dtype)
         Qs = xp.empty(sum(max(m) * r for _, m, r in self.matrices), g.dtype)
         at = 0
-        for o, n in self.vectors:                                   # the vectors as they are,
-            first[at:at + n] = g[o:o + n]
+        for o, n in self.vectors:                                   # the vectors as they are
+            plain[at:at + n] = g[o:o + n]
             at += n
-        P, Q, q_at = [], [], 0
+        wire_s = self._allreduce(plain) if plain.size else 0.0      # first, on their own (PyTorch's hook)
+        P, Q, p_at, q_at = [], [], 0, 0
         for k, (_, m, r) in enumerate(self.matrices):               # then every P = M Q
-            P.append(first[at:at + min(m) * r].reshape(min(m), r))
+            P.append(Ps[p_at:p_at + min(m) * r].reshape(min(m), r))
             Q.append(Qs[q_at:q_at + max(m) * r].reshape(max(m), r))
             xp.matmul(self._matrix(M, k), self.Q[k], out=P[k])
-            at, q_at = at + min(m) * r, q_at + max(m) * r
-        wire_s = self._allreduce(first)                             # one all-reduce for both
+            p_at, q_at = p_at + min(m) * r, q_at + max(m) * r
+        if self.matrices:
+            wire_s += self._allreduce(Ps)
         for k in range(len(self.matrices)):
             orthogonalise(P[k])
             xp.matmul(self._matrix(M, k).T, P[k], out=Q[k])         # this rank's Q = M^T P^
             if self.error_feedback:
                 self._matrix(self.residual, k)[...] = self._matrix(M, k) - P[k] @ Q[k].T
-        wire_s += self._allreduce(Qs)
+        if self.matrices:
+            wire_s += self._allreduce(Qs)
         for k in range(len(self.matrices)):
             self._matrix(out, k)[...] = P[k] @ Q[k].T
             self.Q[k] = Q[k].copy()                                 # warm start for the next step
         at = 0
         for o, n in self.vectors:
-            out[o:o + n] = first[at:at + n]
+            out[o:o + n] = plain[at:at + n]
             at += n
         self.codec_s += time.perf_counter() - tick - wire_s
         return out

@@ -164,12 +164,16 @@ def parse_args(argv, size):
     problem = missing_cupy(args.device)
     if problem:
         raise UsageError(problem)
-    check_sharding_and_compression(args)
+    check_sharding_and_compression(args, size)
     return args
 
 
-def check_sharding_and_compression(args):
-    """ZeRO and the new compressors: the combinations that are not built, refused."""
+def check_sharding_and_compression(args, size):
+    """ZeRO and the new compressors: the combinations that are not built, refused; ZeRO on one
+    rank has nothing to shard over (as dpsim refuses ZeRO on one GPU)."""
+    if args.sync in SHARDED and size < 2:
+        raise UsageError(f"--sync {args.sync} shards the model over the ranks, and this job has one; "
+                         f"run it with mpiexec -n 2 or more, or use --sync ring")
     if args.sync in SHARDED and args.compress != "none":
         raise UsageError(f"--sync {args.sync} reduce-scatters full-precision gradients; "
                          f"--compress {args.compress} works with the all-reduce algorithms "

@@ -97,3 +97,12 @@ def test_bad_values_are_one_line_and_exit_2(args, words, mpirun, tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("sync", ["zero1", "zero3"])
+def test_zero_on_one_rank_is_one_line_and_exit_2(sync, mpirun):
+    """One rank has nothing to shard over: refused as dpsim refuses ZeRO on one GPU."""
+    proc = mpirun(1, ["-m", "mpi_impl.train", *DIGITS, "--sync", sync], timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"--sync {sync} shards the model over the ranks, and this job has one" in lines[0]

@@ -14,8 +14,11 @@ min_compression_rate of 2); the rest (biases, norms, small matrices) are all-red
   7. all-reduce every Q (4 sum m r' bytes)
   8. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
 Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it takes the longer of
-its bytes at the codec's bandwidth and its FLOPs at peak x compute.efficiency (Machine.kernel);
-each matrix is one launch per step. Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
+its bytes at the memory bandwidth and its FLOPs at peak x compute.efficiency (Machine.kernel);
+each matrix is one launch per step. Every step is the framework's own kernels (additions, BLAS
+products, as the optimizer's update is), so they run at the memory bandwidth
+(cluster.gpu.mem_bw_gbs), not at compute.codec_gbs, the rate of a codec's own kernels (1-bit's
+quantiser; course calibrate fits it to 1-bit's, far below NumPy's additions). Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
 + 4 u), against 2 (N-1)/N m for the whole bucket (dpsim.analytic.powersgd_*).
 """
 import math
@@ -60,19 +63,19 @@ def wrap(allreduce, rank, buckets):
         kept, plain = plan(bucket, rank)
         values = nbytes / 4
         product = products(kept)
-        yield machine.kernel(ranks, "powersgd-error-feedback", 12 * values)
+        yield machine.kernel(ranks, "powersgd-error-feedback", 12 * values, library=True)
         if plain > 0:
             yield from allreduce(machine, ranks, 4 * plain)
         if not kept:
             return
-        yield machine.kernel(ranks, "powersgd-P=MQ", product[0], product[2], product[1])
+        yield machine.kernel(ranks, "powersgd-P=MQ", product[0], product[2], product[1], library=True)
         yield from allreduce(machine, ranks, 4 * sum(n * r for n, _, r in kept))
         yield machine.kernel(ranks, "powersgd-orthogonalise", 8 * sum(n * r for n, _, r in kept), len(kept),
-                             2 * sum(n * r * r for n, _, r in kept))
-        yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1])
+                             2 * sum(n * r * r for n, _, r in kept), library=True)
+        yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1], library=True)
         yield from allreduce(machine, ranks, 4 * sum(m * r for _, m, r in kept))
-        yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1])
-        yield machine.kernel(ranks, "powersgd-new-error", 12 * values)
+        yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1], library=True)
+        yield machine.kernel(ranks, "powersgd-new-error", 12 * values, library=True)
     return compressed_allreduce
 
 
@@ -81,7 +84,8 @@ def check(sc, model):
     matrices = [(min(layer.matrix), layer) for layer in model.layers if layer.matrix]
     if not matrices:
         raise ScenarioError("sync.compression", f"powersgd compresses matrix-shaped weights, and model "
-                            f"{model.name!r} has none (a custom model is vectors only); choose a preset or none")
+                            f"{model.name!r} has none: give a custom model's model.matrices ([rows, columns] per layer; "
+                            f"course calibrate writes them), choose a preset, or compression none")
     largest, layer = max(matrices, key=lambda x: x[0])
     if sc.sync.powersgd_rank > largest:
         raise ScenarioError("sync.powersgd_rank", f"{sc.sync.powersgd_rank} is above min(n, m) of every matrix of "
