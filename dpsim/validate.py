@@ -231,6 +231,7 @@ def describe(case) -> str:
     nics = f", {c.inter} between ({c.nics_per_node} NIC{'s' if c.nics_per_node > 1 else ''} per node, " \
         f"GPUDirect {c.gpudirect})"
     where = (f"{c.node}: " if c.node else "") + f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (nics if c.nodes > 1 else "")
+    where += f", {c.server_nodes} CPU server machines" if c.server_nodes else ""
     if case["what"] == "allreduce_busbw":
         work = f"{sc.sync.strategy} all-reduce of {case.get('message_bytes', GIB) / GIB:g} GiB"
     else:
