@@ -20,6 +20,8 @@ the two in opposite directions of the full-duplex port: half the ring's 2 (N-1)/
 Partitions (sync.ps_partition_mib = P > 0; BytePS's BYTEPS_PARTITION_BYTES, docs/env.md): the
 bucket is cut into k = ceil(m / P) equal parts; part i is pulled while part i + 1 is pushed, so
 k + 1 rounds of one part each (fill, k - 1 full rounds, drain) instead of push, sum, pull of m.
+The node's reduce-scatter and all-gather run on the whole bucket before and after the rounds
+(BytePS reduces each part inside the node as it goes: the same bytes, k times fewer steps).
 TensorFlow 1.x's distributed_replicated is the same design with gRPC as the transport and the
 pull before the next forward (sync.ps_pull = "before-forward").
 Cost across nodes, with servers, whole buckets (B_e one NIC's rate, k NICs per node):
@@ -72,17 +74,13 @@ def pull(machine, ranks, nbytes):
 
 
 def _round(machine, part, pushing, pulling):
-    """One round of the partitioned pipeline: a part reduce-scattered and pushed while the
-    previous part is pulled (one step, opposite directions of every port), summed, gathered."""
+    """One round of the partitioned pipeline: a part pushed while the previous part is pulled
+    (one step, opposite directions of every port), then the servers add the pushed part."""
     _, push, load = _push_moves(machine.cluster, part)
     moves = (push if pushing else []) + ([(d, s, b) for s, d, b in push] if pulling else [])
-    if pushing:
-        yield from _in_node(machine, ring.reduce_scatter, part)
     yield machine.send(moves, "push-pull")
     if pushing:
         yield machine.reduce(_servers(machine.cluster), load)
-    if pulling:
-        yield from _in_node(machine, ring.all_gather, part)
 
 
 def allreduce(machine, ranks, nbytes, with_pull=True, partition=0.0):
@@ -92,9 +90,11 @@ def allreduce(machine, ranks, nbytes, with_pull=True, partition=0.0):
     if partition and with_pull:
         parts = math.ceil(nbytes / partition)
         part = nbytes / parts
+        yield from _in_node(machine, ring.reduce_scatter, nbytes)
         yield from _round(machine, part, True, False)
         yield from machine.repeat(parts - 1, lambda: _round(machine, part, True, True))
         yield from _round(machine, part, False, True)
+        yield from _in_node(machine, ring.all_gather, nbytes)
         return
     _, push, load = _push_moves(machine.cluster, nbytes)
     yield from _in_node(machine, ring.reduce_scatter, nbytes)
