@@ -24,6 +24,9 @@ link's bandwidth, into one non-blocking switch ("net"). Where the NIC sits decid
   GPUDirect RDMA off  bytes go through host memory: gpu -> PCIe switch -> host -> NIC -> net,
                       the NIC on the host's root complex (its own PCIe link).
 Host memory to another node always leaves by its node's NICs.
+Server machines (`server_nodes`, BytePS's CPU-only summation servers): endpoints "server<s>",
+each a CPU host with `nics_per_node` NICs at the `inter` link's rate (one port to "net" at
+their sum); a GPU reaches one through its own NIC, the switch, and the server's port.
 
 Rings (`rings`): NCCL's channels. Over the whole cluster the all-reduce's bytes are split
 over several rings at once: inside one node every ring dpsim.nvlink finds over the NVLink
@@ -43,7 +46,8 @@ from .network import Channel
 
 class Cluster:
     def __init__(self, nodes: int, gpus_per_node: int, intra: Link, inter: Link,
-                 host_link: Link, gpus_per_pcie_switch: int, nics_per_node: int = 1, gpudirect: bool = False):
+                 host_link: Link, gpus_per_pcie_switch: int, nics_per_node: int = 1, gpudirect: bool = False,
+                 server_nodes: int = 0):
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
         self.intra, self.inter, self.host_link = intra, inter, host_link
@@ -51,11 +55,14 @@ class Cluster:
         self.nics, self.gpudirect = nics_per_node, gpudirect
         self.gpus = [f"gpu{i}" for i in range(nodes * gpus_per_node)]
         self.hosts = [f"host{k}" for k in range(nodes)]
+        self.servers = [f"server{s}" for s in range(server_nodes)]
         self.nvlinks = nvlink.graph(gpus_per_node, intra.links_per_gpu(gpus_per_node)) if intra.kind == "nvlink" else {}
         self.channels: dict[tuple[str, str], Channel] = {}
         self._routes: dict[tuple[str, str, bool], list[Channel]] = {}
         for k in range(nodes):
             self._build_node(k)
+        for server in self.servers:
+            self._link(server, "net", inter, times=nics_per_node)
 
     # -- building
     def _link(self, a, b, link: Link, times=1.0):
@@ -138,6 +145,8 @@ class Cluster:
     def _hops(self, src, dst) -> list[str]:
         if src == dst:
             return [src]
+        if src.startswith("server") or dst.startswith("server"):
+            return self._server_hops(src, dst)
         ks, kd = self.node_of(src), self.node_of(dst)
         if ks != kd:
             js = self.nic_of(src if src.startswith("gpu") else dst)     # a host uses its GPU peer's NIC
@@ -156,6 +165,12 @@ class Cluster:
         if sw_s == sw_d:
             return [src, sw_s, dst]
         return [src, sw_s, f"host{ks}", sw_d, dst]
+
+    def _server_hops(self, src, dst) -> list[str]:
+        """To or from a server machine: the other end's route to its NIC, the switch, the server."""
+        server, other = (src, dst) if src.startswith("server") else (dst, src)
+        way = self._to_nic(other, self.nic_of(other)) + ["net", server]
+        return way[::-1] if server == src else way
 
     def _staged_hops(self, src, dst) -> list[str]:
         """GPU to GPU through host memory (an MPI that is not CUDA-aware): up to the host,

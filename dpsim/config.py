@@ -206,6 +206,9 @@ def _check_resolves(sc: Scenario, given_preset: str):
         raise ScenarioError("sync.update_location", "'cpu' needs the parameter server on the CPU: "
                             "strategy = \"ps\" and ps_location = \"cpu\"")
     strategies.hook(sc.sync.strategy, "check")(sc)
+    if sc.cluster.server_nodes and sc.sync.strategy not in ("byteps", "none"):
+        raise ScenarioError("cluster.server_nodes", "server machines run BytePS's summation servers: "
+                            "set sync.strategy = \"byteps\", or server_nodes = 0")
     if sc.sync.ps_pull == "before-forward" and sc.gpus > 1 and sc.sync.strategy not in strategies.PULLS_BEFORE_FORWARD:
         raise ScenarioError("sync.ps_pull", f"'before-forward' needs a strategy with a server to pull from: "
                             f"{', '.join(strategies.PULLS_BEFORE_FORWARD)}")

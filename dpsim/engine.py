@@ -53,7 +53,8 @@ def build_cluster(sc) -> Cluster:
     intra, host_link = derived.node_links(sc)
     inter = transports.inter_link(sc)
     return Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
-                   c.nics_per_node, transports.gpudirect(sc, derived.gpudirect(c.gpudirect, inter)))
+                   c.nics_per_node, transports.gpudirect(sc, derived.gpudirect(c.gpudirect, inter)),
+                   c.server_nodes)
 
 
 class Engine:

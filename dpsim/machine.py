@@ -100,7 +100,7 @@ class Machine:
 
     def gamma(self, endpoint: str) -> float:
         """Seconds per byte reduced on this endpoint (a shared device's share of its speed)."""
-        if endpoint.startswith("host"):
+        if endpoint.startswith(("host", "server")):
             return self._gamma["host"]
         return self._gamma["gpu"] * self.sharing
 

@@ -51,6 +51,12 @@ class ClusterConfig:
     gpudirect: str = _spec("auto", choices=("auto", "on", "off"), doc="GPUDirect RDMA: the NIC reads GPU memory "
                            "through its PCIe switch instead of host memory; auto = on for RDMA links "
                            "(infiniband, roce), off for TCP over ethernet")
+    # BytePS's documented deployment runs its summation servers on CPU-only machines apart from
+    # the workers, their total bandwidth at least the workers' (bytedance/byteps
+    # docs/best-practice.md, "With additional CPU servers"); 0 is its co-locate mode.
+    server_nodes: int = _spec(0, nonneg=True, doc="strategy byteps: CPU-only machines running the summation "
+                              "servers, each with nics_per_node NICs at the inter link's rate; 0 = servers on "
+                              "the workers' own hosts (co-locate)")
     cpu_cores: int = _spec(16, positive=True)
     # Host memory bandwidth, used for reductions done on the CPU. 50 GB/s is the order of a
     # two-socket DDR4 server under STREAM (McCalpin's STREAM results list 40-120 GB/s for such
@@ -226,6 +232,16 @@ class SyncConfig:
     # NCCL uses 2 channels per NIC (NCCL maintainer, NVIDIA/nccl-tests#83); one CUDA block each.
     ps_pull: str = _spec("with-push", choices=("with-push", "before-forward"), doc="ps, byteps: the workers get "
                          "the sum back in the sync (with-push) or pull it before the next forward (TensorFlow 1.x)")
+    # BytePS cuts every tensor into partitions of BYTEPS_PARTITION_BYTES, default 4096000 B
+    # = 3.90625 MiB (bytedance/byteps docs/env.md), each pushed, summed and pulled on its own.
+    ps_partition_mib: float = _spec(0.0, nonneg=True, doc="strategy byteps: push, sum and pull a bucket in "
+                                    "partitions of this many MiB, partition i pulled while i + 1 is pushed "
+                                    "(BytePS: 3.90625); 0 = the whole bucket, then its pull")
+    # NCCL's tuning model credits NVLS with 0.85 of the NVLink bandwidth on Hopper, 0.74 on
+    # Blackwell (NVIDIA/nccl src/graph/tuning.cc, nvlsEfficiency).
+    nvls_efficiency: float = _spec(0.85, positive=True, fraction=True, doc="strategy nvls: the rate of the "
+                                   "switch's multimem reduction and store, a fraction of the port's copy rate "
+                                   "(NCCL's tuning model: 0.85 Hopper, 0.74 Blackwell)")
     torus_x: int = _spec(0, nonneg=True, doc="strategy torus2d: GPUs per horizontal ring; 0 = a node's")
     nccl_channels: int = _spec(2, positive=True, doc="NCCL channels (one CUDA block, one SM each) a "
                                "collective runs on (dpsim.contention)")

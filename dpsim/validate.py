@@ -115,6 +115,11 @@ def scenario(case) -> dict:
 # scaling), else from dpsim's default efficiency.
 TFBENCH = "TensorFlow Benchmarks page (tensorflow docs_src/performance/benchmarks.md @5984ffe), 1-GPU synthetic rows"
 DLE = "NVIDIA DeepLearningExamples PyTorch ResNet-50 v1.5 README @729963d, 1-GPU rows"
+LAMBDA_V100 = ("Lambda TensorFlow benchmark, summary/tf-train-throughput-fp32.csv and tf-train-bs-fp32.csv "
+               "@70dcdbd (github.com/LambdaColdStorage/lambda-tensorflow-benchmark), row "
+               "Platinum-Tesla_1xV100-SXM3-32GB_HP16_TF2_2_1x: one V100 SXM3, TF 2.2, synthetic")
+DLE_BERT = ("NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT README @729963d, 'Pre-training NVIDIA "
+            "DGX-1 With 32G', 1-GPU row, sequence length 128, mixed precision (64 per step x 64 accumulation steps)")
 ONE_GPU_RATES = {
     ("p100", "resnet50", "fp32"): (219, 64, TFBENCH + ", DGX-1 P100"),
     ("p100", "vgg16", "fp32"): (154, 64, TFBENCH + ", DGX-1 P100"),
@@ -126,6 +131,8 @@ ONE_GPU_RATES = {
     ("v100", "resnet50", "fp32"): (367, 112, DLE + ", DGX-1 V100 16GB FP32"),
     ("v100", "resnet50", "fp16"): (1200, 256, DLE + ", DGX-1 V100 16GB AMP"),
     ("a100", "resnet50", "fp16"): (2470, 256, DLE + ", DGX A100 AMP"),
+    ("v100", "vgg16", "fp32"): (249, 192, LAMBDA_V100),
+    ("v100", "bert-large", "fp16"): (224, 64, DLE_BERT),
 }
 
 
@@ -224,6 +231,7 @@ def describe(case) -> str:
     nics = f", {c.inter} between ({c.nics_per_node} NIC{'s' if c.nics_per_node > 1 else ''} per node, " \
         f"GPUDirect {c.gpudirect})"
     where = (f"{c.node}: " if c.node else "") + f"{c.nodes} x {c.gpus_per_node} {c.gpu}, {c.intra} inside" + (nics if c.nodes > 1 else "")
+    where += f", {c.server_nodes} CPU server machines" if c.server_nodes else ""
     if case["what"] == "allreduce_busbw":
         work = f"{sc.sync.strategy} all-reduce of {case.get('message_bytes', GIB) / GIB:g} GiB"
     else:

@@ -22,6 +22,8 @@ Compression `powersgd` and `topk` wrap a strategy like fp16 (powersgd.py, topk.p
 """
 from functools import partial
 
+from ..vocabulary import MIB
+
 from . import (dataparallel, fp16, halving_doubling, hierarchical, mpi, onebit, ps, recursive_doubling, ring,
                sharded_ps)
 from . import byteps, nvls, torus2d, tree
@@ -94,6 +96,10 @@ def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0, buckets=()
         chosen = partial(chosen, location=sync.ps_location, update_s_per_param=cpu_update_s_per_param)
     if sync.ps_pull == "before-forward":
         chosen = partial(chosen, with_pull=False)
+    if sync.strategy == "byteps" and sync.ps_partition_mib:
+        chosen = partial(chosen, partition=sync.ps_partition_mib * MIB)
+    if sync.strategy == "nvls":
+        chosen = partial(chosen, efficiency=sync.nvls_efficiency)
     if sync.strategy == "torus2d":
         chosen = partial(chosen, width=sync.torus_x)
     if compression == "powersgd":

@@ -1,47 +1,104 @@
 """BytePS push-pull (Jiang et al., "A Unified Architecture for Accelerating Distributed DNN
 Training in Heterogeneous GPU/CPU Clusters", OSDI 2020; github.com/bytedance/byteps):
 gradients are summed by CPU "summation servers", not by the GPUs of other nodes.
-  1. reduce-scatter inside every node (NCCL): GPU l owns 1/g of its node's sum;
-  2. push: GPU l sends its m/g to the servers (co-located with the workers on their hosts,
-     BytePS's layout without extra machines). BytePS splits every shard over all N servers;
-     dpsim sends each GPU's whole shard to one server, node (k + l + 1) mod N for GPU l of
-     node k: every server still receives m and every node's NICs send (N-1)/N m when N
-     divides g (about that otherwise), in N g transfers instead of N^2 g;
-  3. every server adds what it received (m bytes) at host memory speed (the CPU's work);
+  1. reduce-scatter inside every node (NCCL, over the node's rings: NVLink's where there are
+     any, cluster.node_rings): GPU l owns 1/g of its node's sum;
+  2. push: GPU l sends its m/g to a server. BytePS splits every shard over all servers; dpsim
+     sends each GPU's whole shard to one server, which spreads the same bytes evenly when the
+     servers divide the GPUs (about evenly otherwise):
+       co-located (cluster.server_nodes = 0, BytePS's co-locate mode): the server on the host
+         of node (k + l + 1) mod N, for GPU l of node k;
+       server machines (cluster.server_nodes = S > 0, BytePS's documented deployment:
+         CPU-only machines apart from the workers, docs/best-practice.md): server (k g + l) mod S;
+  3. every server adds what it received at host memory speed (the CPU's work);
   4. pull: every GPU takes the summed partitions back;
   5. all-gather inside every node.
-Each node's NICs send (N-1)/N m and receive the same, twice (push, pull): the ring's bytes,
-but the additions run on CPUs and the GPUs only reduce inside their node.
+Co-located, each node's NICs send (N-1)/N m and receive the same, twice (push, pull): the
+ring's bytes, but the additions run on CPUs and the GPUs only reduce inside their node.
+With S >= N server machines each worker's NICs send m once (push) and receive m once (pull),
+the two in opposite directions of the full-duplex port: half the ring's 2 (N-1)/N m each way.
+Partitions (sync.ps_partition_mib = P > 0; BytePS's BYTEPS_PARTITION_BYTES, docs/env.md): the
+bucket is cut into k = ceil(m / P) equal parts; part i is pulled while part i + 1 is pushed, so
+k + 1 rounds of one part each (fill, k - 1 full rounds, drain) instead of push, sum, pull of m.
+The node's reduce-scatter and all-gather run on the whole bucket before and after the rounds
+(BytePS reduces each part inside the node as it goes: the same bytes, k times fewer steps).
 TensorFlow 1.x's distributed_replicated is the same design with gRPC as the transport and the
 pull before the next forward (sync.ps_pull = "before-forward").
-Cost across nodes: 2 alpha_e + 2 (N-1)/N m / (k B_e)  +  N m/N gamma_host per server.
+Cost across nodes, with servers, whole buckets (B_e one NIC's rate, k NICs per node):
+    2 alpha_e + 2 m / (k B_e) + (N g / S) (m / g) gamma_host;
+with partitions, about (1 + 1/k) (alpha_e + m / (k B_e)) when the NIC dominates.
 """
+import math
+
 from . import ring
 
 
 def _push_moves(cluster, nbytes):
-    """GPU l of node k pushes its m/g to the server on node (k + l + 1) mod N."""
+    """(GPU, server, bytes) for every GPU's shard, and the bytes the busiest server adds."""
     nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
-    n, shard = len(nodes), nbytes / len(nodes[0])
-    return nodes, [(gpu, f"host{(k + l + 1) % n}", shard) for k, node in enumerate(nodes) for l, gpu in enumerate(node)]
+    n, g = len(nodes), len(nodes[0])
+    shard = nbytes / g
+    if cluster.servers:
+        s = len(cluster.servers)
+        moves = [(gpu, cluster.servers[(k * g + l) % s], shard) for k, node in enumerate(nodes)
+                 for l, gpu in enumerate(node)]
+        return nodes, moves, math.ceil(n * g / s) * shard
+    return nodes, [(gpu, f"host{(k + l + 1) % n}", shard) for k, node in enumerate(nodes)
+                   for l, gpu in enumerate(node)], nbytes
+
+
+def _node_rings(cluster):
+    """Every node's NCCL rings (the same local orders in each node) and the share of a
+    message each ring carries."""
+    g = cluster.gpus_per_node
+    orders = cluster.node_rings
+    return [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in orders], 1 / len(orders)
+
+
+def _in_node(machine, collective, nbytes):
+    """A ring reduce-scatter or all-gather inside every node at once (none with one GPU a node)."""
+    if machine.cluster.gpus_per_node > 1:
+        rings, share = _node_rings(machine.cluster)
+        yield from collective(machine, rings, nbytes * share)
+
+
+def _servers(cluster):
+    return cluster.servers or cluster.hosts
 
 
 def pull(machine, ranks, nbytes):
     """Steps 4 and 5: every GPU fetches the summed partitions, then the node all-gathers."""
-    nodes, push = _push_moves(machine.cluster, nbytes)
+    _, push, _ = _push_moves(machine.cluster, nbytes)
     yield machine.send([(dst, src, b) for src, dst, b in push], "pull")
-    if len(nodes[0]) > 1:
-        yield from ring.all_gather(machine, nodes, nbytes)
+    yield from _in_node(machine, ring.all_gather, nbytes)
 
 
-def allreduce(machine, ranks, nbytes, with_pull=True):
+def _round(machine, part, pushing, pulling):
+    """One round of the partitioned pipeline: a part pushed while the previous part is pulled
+    (one step, opposite directions of every port), then the servers add the pushed part."""
+    _, push, load = _push_moves(machine.cluster, part)
+    moves = (push if pushing else []) + ([(d, s, b) for s, d, b in push] if pulling else [])
+    yield machine.send(moves, "push-pull")
+    if pushing:
+        yield machine.reduce(_servers(machine.cluster), load)
+
+
+def allreduce(machine, ranks, nbytes, with_pull=True, partition=0.0):
     """with_pull False (sync.ps_pull = "before-forward"): steps 1-3 only; the engine pulls
-    before the next forward, as TensorFlow 1.x's distributed_replicated reads its variables."""
-    cluster = machine.cluster
-    nodes, push = _push_moves(cluster, nbytes)
-    if len(nodes[0]) > 1:
-        yield from ring.reduce_scatter(machine, nodes, nbytes)
+    before the next forward, as TensorFlow 1.x's distributed_replicated reads its variables.
+    partition > 0 (bytes): the bucket in parts, pushed and pulled in a pipeline."""
+    if partition and with_pull:
+        parts = math.ceil(nbytes / partition)
+        part = nbytes / parts
+        yield from _in_node(machine, ring.reduce_scatter, nbytes)
+        yield from _round(machine, part, True, False)
+        yield from machine.repeat(parts - 1, lambda: _round(machine, part, True, True))
+        yield from _round(machine, part, False, True)
+        yield from _in_node(machine, ring.all_gather, nbytes)
+        return
+    _, push, load = _push_moves(machine.cluster, nbytes)
+    yield from _in_node(machine, ring.reduce_scatter, nbytes)
     yield machine.send(push, "push")
-    yield machine.reduce(cluster.hosts, nbytes)
+    yield machine.reduce(_servers(machine.cluster), load)
     if with_pull:
         yield from pull(machine, ranks, nbytes)

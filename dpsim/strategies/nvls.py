@@ -13,14 +13,19 @@ So each GPU's port carries m each way and no GPU adds anything:
 Cost:  2 alpha + m beta        (ring: 2(n-1) alpha + 2 (n-1)/n m beta + (n-1)/n m gamma)
 Bus bandwidth 2 (n-1)/n x the port's rate: above the port's rate, as NCCL reports NVLS.
 dpsim moves the m bytes each way as one transfer per GPU through the switch (to the next
-GPU, so that every port carries it once each way).
+GPU, so that every port carries it once each way), at `efficiency` of the port's copy rate
+(sync.nvls_efficiency): NCCL's tuning model credits NVLS with 0.85 of the NVLink bandwidth
+on Hopper and 0.74 on Blackwell (NVIDIA/nccl src/graph/tuning.cc, nvlsEfficiency), the
+multimem operations being slower than plain copies. So the step's time T (latency and bytes) becomes T / e:
+    (2 alpha + m beta) / e.
 """
 from ..errors import ScenarioError
 
 
-def allreduce(machine, ranks, nbytes):
-    n = len(ranks)
+def allreduce(machine, ranks, nbytes, efficiency=1.0):
+    n, start = len(ranks), machine.env.now
     yield machine.send([(ranks[i], ranks[(i + 1) % n], nbytes) for i in range(n)], "nvls")
+    yield machine.env.timeout((machine.env.now - start) * (1 / efficiency - 1))
 
 
 def check(sc):
