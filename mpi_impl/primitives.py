@@ -1,0 +1,184 @@
+"""The machine's primitives, measured for mpi_impl.bench: the textbook model's alpha, beta and
+gamma, and the fastest rates the lower bound (lower_bound.py) takes.
+
+Every figure is the best of repeated measurements (`slowest_best`: every rank runs the work
+at once after a Barrier, a round's time is the slowest rank's, the best round is kept), so
+load from other programs can only make a primitive look slower, and the bound lower.
+
+* alpha: the cheaper of half the best 8-byte round trip between ranks 0 and 1 (through a
+  Wire, as the algorithms send; the other ranks asleep, `alone_best`) and the best Barrier per round of messages (MPICH's own C
+  path, as MPI's Allreduce sends; a Barrier of p ranks takes ceil(log2 p) rounds).
+* beta, gamma (the textbook model's): every rank at once sends 64 MiB to its right
+  neighbour and receives 64 MiB from its left (one ring step), less alpha, per byte; every
+  rank at once adds two 64 MiB arrays (``xp.add(a, b, out=a)``), per byte.
+* beta_best: the fewest seconds per byte any transfer took, less alpha, over message sizes
+  of 256 KiB to 4 MiB, both with every rank sending at once (a ring step) and with one pair
+  alone (half a ping-pong between ranks 0 and 1).
+* gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
+  (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
+* copy(m), per bench size: every rank at once copies m bytes into another array
+  (``xp.copyto``): it reads m and writes m bytes, nothing more.
+
+`probes` gives the bench copy(m), a ring step and an addition at the sizes where beta_best
+and gamma_best were found, to time among the algorithms call by call: each keeps its best
+over the whole run, so the primitives are sampled in the same moments as the algorithms.
+
+The buffers hold ones: never-written zeros all map to one page of the kernel's, which a copy
+reads from cache.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from .wire import make_wire
+
+BIG = 64 << 20                                       # bytes of the textbook model's beta and gamma
+TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
+ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
+REPEATS = 10
+
+
+def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
+    """This machine's primitives (see the module docstring): alpha (s per message), beta and
+    beta_best (s per byte sent), gamma and gamma_best (s per byte added), the sizes at which
+    the best were measured, and the figures the bench prints (_us, _gbs)."""
+    p, xp, sync = comm.Get_size(), device.xp, device.wait
+    wire = make_wire(comm, xp, cuda_aware)
+    machine = {"alpha": 0.0, "beta": 0.0, "beta_best": 0.0, "one_way_gbs": None,   # 1 rank: no partner
+               "beta_bytes": TRANSFER_SIZES[0], "wire": wire, "device": device}
+    if p > 1:
+        alpha = machine["alpha"] = latency(wire, 10 * repeats)
+        machine["beta"] = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
+        machine["one_way_gbs"] = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
+        per_byte = {s: max(min(ring_step(wire, s, repeats), round_trip(wire, s, repeats) / 2) - alpha, 0.0) / s
+                    for s in TRANSFER_SIZES}
+        machine["beta_bytes"] = min(per_byte, key=per_byte.get)
+        machine["beta_best"] = per_byte[machine["beta_bytes"]]
+    a, b = xp.ones(BIG // 4, np.float32), xp.ones(BIG // 4, np.float32)
+    machine["gamma"] = slowest_best(comm, lambda: (xp.add(a, b, out=a), sync()), repeats) / BIG
+    machine["copy_gbs"] = BIG / slowest_best(comm, lambda: (xp.copyto(a, b), sync()), repeats) / 1e9
+    per_byte = {s: add_seconds(comm, device, s, repeats) / s for s in ADD_SIZES}
+    machine["gamma_bytes"] = min(per_byte, key=per_byte.get)
+    machine["gamma_best"] = per_byte[machine["gamma_bytes"]]
+    return machine
+
+
+def figures(machine) -> dict:
+    """The primitives as the bench prints them and its JSON carries them: us and GB/s."""
+    rate = lambda per_byte: 1 / per_byte / 1e9 if per_byte else None
+    return {"alpha_us": machine["alpha"] * 1e6, "beta_gbs": rate(machine["beta"]),
+            "one_way_gbs": machine["one_way_gbs"], "gamma_gbs": rate(machine["gamma"]),
+            "copy_gbs": machine["copy_gbs"], "beta_best_gbs": rate(machine["beta_best"]),
+            "gamma_best_gbs": rate(machine["gamma_best"])}
+
+
+def probes(machine, x) -> list:
+    """Primitives to time again among the algorithms, call by call (bench.py), so that they
+    are sampled in the same moments as the algorithms: every rank copying x (the memory
+    limit's copy(m)), and, on more than one rank, the ring step and the addition at the
+    sizes where beta_best and gamma_best were measured.  A list of (call, keep): keep(t)
+    takes the call's best time t into `machine` (copy_s: copy(m) for x's size)."""
+    wire, device = machine["wire"], machine["device"]
+    xp, sync, comm = device.xp, device.wait, wire.comm
+    into = x.copy()
+    copy = lambda: (xp.copyto(into, x), sync())
+    machine["copy_s"] = slowest_best(comm, copy, REPEATS)
+    found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
+    a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
+    found.append((lambda: (xp.add(a, b, out=a), sync()),
+                  lambda t: machine.update(gamma_best=min(machine["gamma_best"], t / machine["gamma_bytes"]))))
+    if wire.size > 1:
+        size, p, rank = machine["beta_bytes"], wire.size, wire.rank
+        c, d = xp.ones(size // 4, np.float32), xp.ones(size // 4, np.float32)
+        found.append((lambda: wire.sendrecv(c, (rank + 1) % p, d, (rank - 1) % p),
+                      lambda t: machine.update(beta_best=min(machine["beta_best"],
+                                                             max(t - machine["alpha"], 0.0) / size))))
+    return found
+
+
+def shared_cores(comm, device: str):
+    """The cores the ranks share, for the bound's cores limit: os.cpu_count() when every rank
+    runs on this machine's CPU; None otherwise (GPUs add, and a network card moves bytes
+    between machines, without a core)."""
+    one_machine = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size() == comm.Get_size()
+    return os.cpu_count() if device == "cpu" and one_machine else None
+
+
+def latency(wire, repeats):
+    """alpha: the cheaper of half the best 8-byte round trip (0 <-> 1) and the best Barrier
+    per round of messages."""
+    comm = wire.comm
+    rounds = (comm.Get_size() - 1).bit_length()              # ceil(log2 p)
+    return min(round_trip(wire, 8, repeats) / 2, slowest_best(comm, comm.Barrier, repeats) / rounds)
+
+
+def round_trip(wire, nbytes, repeats):
+    """The best of repeats round trips of nbytes between ranks 0 and 1, the others asleep."""
+    rank = wire.rank
+    a = wire.xp.ones(nbytes // 4, np.float32)
+
+    def ping_pong():
+        if rank == 0:
+            wire.send(a, 1)
+            wire.recv(a, 1)
+        elif rank == 1:
+            wire.recv(a, 0)
+            wire.send(a, 0)
+    return alone_best(wire.comm, ping_pong, repeats)
+
+
+def ring_step(wire, nbytes, repeats):
+    """Every rank sends nbytes right and receives nbytes from the left, all at once: the
+    slowest rank's best time."""
+    p, rank, xp = wire.size, wire.rank, wire.xp
+    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+    return slowest_best(wire.comm, lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p),
+                        repeats)
+
+
+def add_seconds(comm, device, nbytes, repeats):
+    """The best time of adding two arrays of nbytes (``xp.add(a, b, out=a)``), every rank at
+    once or rank 0 alone (the others asleep), whichever was faster."""
+    xp, sync = device.xp, device.wait
+    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+    work = lambda: (xp.add(a, b, out=a), sync())
+    alone = lambda: work() if comm.Get_rank() == 0 else None
+    return min(slowest_best(comm, work, repeats), alone_best(comm, alone, repeats))
+
+
+def slowest_best(comm, work, repeats):
+    """Every rank runs `work` at once, repeats + 1 times; the best of the slowest rank's
+    times, the first round left out (it warms up)."""
+    times = []
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        work()
+        times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    return min(times[1:])
+
+
+def alone_best(comm, work, repeats):
+    """The best of repeats + 1 runs of `work` (which does something on rank 0, maybe on rank
+    1, nothing elsewhere), timed on rank 0, the first left out.  Ranks with nothing to do
+    wait asleep (`quiet_barrier`), not spinning in MPI: on a machine with more ranks than
+    cores a spinning rank would take a core from the work measured."""
+    times = []
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        work()
+        times.append(MPI.Wtime() - start)
+        quiet_barrier(comm)
+    return comm.bcast(min(times[1:]), root=0)
+
+
+def quiet_barrier(comm, nap: float = 1e-4):
+    """A Barrier that waits asleep (MPICH's blocking calls spin on the CPU)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(nap)
