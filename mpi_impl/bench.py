@@ -17,15 +17,17 @@ is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 
-**The bound.**  Before the table, the bench measures this machine's alpha, beta and gamma
-(:func:`measure`: an 8-byte ping-pong between ranks 0 and 1; every rank sending 64 MiB to
-its neighbour at once, as in a ring step; every rank adding two arrays larger than the
-caches at once) and prints, for every row, the algorithm's alpha-beta-gamma time
-with them (``mpi_impl.seconds``: each file's cost formula, transfers and additions one after
-the other) and "of bound" = bound / time.  1 means the run is as fast as its cost model says
-the machine allows; a pipelined algorithm can pass 1 by overlapping its additions with its
-transfers, or by adding segments still in cache.  For 1bit the bound adds the
-encode/decode seconds the instance measured during the timed calls (codec_s).
+**The bound.**  Before the table, the bench measures this machine's primitives
+(primitives.py: the per-message latency alpha, the fastest transfer and add rates over
+message sizes, every rank at once and one alone, each the best of many repeats), and times
+a copy of each size, a ring step and an addition among the algorithms, call by call.  Each
+row's ``bound(us)`` is lower_bound.py's: the largest of the algorithm's critical path of
+pipelined steps, its memory traffic priced at the concurrent copy, and (all ranks on this
+machine's CPU) the cores' work: a time no correct implementation of the algorithm's steps can
+beat, so "of bound" = bound / time is at most 1.  "textbook(us)" is the old alpha-beta-gamma
+model (``mpi_impl.seconds``, transfers and additions one after the other with 64 MiB figures),
+which a pipelined step can beat; for 1bit it adds the encode/decode seconds the instance
+measured during the timed calls (codec_s).
 
 **Segments.**  ``--segment 256K,1M,none`` times ring, halving-doubling and sharded-ps once
 per pipeline segment size ("none": the textbook steps, whole chunks then the additions);

@@ -2,26 +2,35 @@
 gamma, and the fastest rates the lower bound (lower_bound.py) takes.
 
 Every figure is the best of repeated measurements (`slowest_best`: every rank runs the work
-at once after a Barrier, a round's time is the slowest rank's, the best round is kept), so
-load from other programs can only make a primitive look slower, and the bound lower.
+at once after a Barrier, a round's time is the slowest rank's, the best round is kept).
+Load from other programs only makes a measurement slower, so the best of many is the one
+nearest the machine's own speed, and the floors below need one process on a core, not two
+at the same moment.
 
 * alpha: the cheaper of half the best 8-byte round trip between ranks 0 and 1 (through a
-  Wire, as the algorithms send; the other ranks asleep, `alone_best`) and the best Barrier per round of messages (MPICH's own C
-  path, as MPI's Allreduce sends; a Barrier of p ranks takes ceil(log2 p) rounds).
+  Wire, as the algorithms send; the other ranks asleep, `alone_best`) and the best Barrier
+  per round of messages (MPICH's own C path, as MPI's Allreduce sends; a Barrier of p
+  ranks takes ceil(log2 p) rounds).
 * beta, gamma (the textbook model's): every rank at once sends 64 MiB to its right
   neighbour and receives 64 MiB from its left (one ring step), less alpha, per byte; every
   rank at once adds two 64 MiB arrays (``xp.add(a, b, out=a)``), per byte.
 * beta_best: the fewest seconds per byte any transfer took, less alpha, over message sizes
   of 256 KiB to 4 MiB, both with every rank sending at once (a ring step) and with one pair
-  alone (half a ping-pong between ranks 0 and 1).
+  alone (half a ping-pong between ranks 0 and 1); or of a copy within one rank at those
+  sizes (`local_copy`), if faster: a message between ranks of one machine is at least one
+  copy by some core.
 * gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
   (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
 * copy(m), per bench size: every rank at once copies m bytes into another array
-  (``xp.copyto``): it reads m and writes m bytes, nothing more.
+  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Where the ranks share C
+  cores (`shared_cores`), p / C times the best copy of one rank alone, if less: each core
+  runs at best as fast as one alone, and a copy alone needs no other process on a core at
+  the same moment.
 
-`probes` gives the bench copy(m), a ring step and an addition at the sizes where beta_best
-and gamma_best were found, to time among the algorithms call by call: each keeps its best
-over the whole run, so the primitives are sampled in the same moments as the algorithms.
+`probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
+where beta_best and gamma_best were found, to time among the algorithms call by call: each
+keeps its best over the whole run, so the primitives are sampled in the same moments as the
+algorithms.
 
 The buffers hold ones: never-written zeros all map to one page of the kernel's, which a copy
 reads from cache.
@@ -51,13 +60,13 @@ def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
     machine = {"alpha": 0.0, "beta": 0.0, "beta_best": 0.0, "one_way_gbs": None,   # 1 rank: no partner
                "beta_bytes": TRANSFER_SIZES[0], "wire": wire, "device": device}
     if p > 1:
-        alpha = machine["alpha"] = latency(wire, 10 * repeats)
+        alpha = machine["alpha"] = latency(wire, 30 * repeats)
         machine["beta"] = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
         machine["one_way_gbs"] = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
         per_byte = {s: max(min(ring_step(wire, s, repeats), round_trip(wire, s, repeats) / 2) - alpha, 0.0) / s
                     for s in TRANSFER_SIZES}
         machine["beta_bytes"] = min(per_byte, key=per_byte.get)
-        machine["beta_best"] = per_byte[machine["beta_bytes"]]
+        machine["beta_best"] = min(per_byte[machine["beta_bytes"]], local_copy(comm, device, repeats))
     a, b = xp.ones(BIG // 4, np.float32), xp.ones(BIG // 4, np.float32)
     machine["gamma"] = slowest_best(comm, lambda: (xp.add(a, b, out=a), sync()), repeats) / BIG
     machine["copy_gbs"] = BIG / slowest_best(comm, lambda: (xp.copyto(a, b), sync()), repeats) / 1e9
@@ -79,19 +88,25 @@ def figures(machine) -> dict:
 def probes(machine, x) -> list:
     """Primitives to time again among the algorithms, call by call (bench.py), so that they
     are sampled in the same moments as the algorithms: every rank copying x (the memory
-    limit's copy(m)), and, on more than one rank, the ring step and the addition at the
-    sizes where beta_best and gamma_best were measured.  A list of (call, keep): keep(t)
-    takes the call's best time t into `machine` (copy_s: copy(m) for x's size)."""
+    limit's copy(m)), the addition at the size where gamma_best was measured, and on more
+    than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A list
+    of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s: copy(m)
+    for x's size)."""
     wire, device = machine["wire"], machine["device"]
     xp, sync, comm = device.xp, device.wait, wire.comm
     into = x.copy()
     copy = lambda: (xp.copyto(into, x), sync())
     machine["copy_s"] = slowest_best(comm, copy, REPEATS)
+    if machine.get("cores"):                  # C cores each at best as fast as one alone
+        alone = comm.allreduce(best_local(copy, REPEATS), op=MPI.MIN)
+        machine["copy_s"] = min(machine["copy_s"], wire.size / machine["cores"] * alone)
     found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
     a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
     found.append((lambda: (xp.add(a, b, out=a), sync()),
                   lambda t: machine.update(gamma_best=min(machine["gamma_best"], t / machine["gamma_bytes"]))))
     if wire.size > 1:
+        rounds = (wire.size - 1).bit_length()
+        found.append((comm.Barrier, lambda t: machine.update(alpha=min(machine["alpha"], t / rounds))))
         size, p, rank = machine["beta_bytes"], wire.size, wire.rank
         c, d = xp.ones(size // 4, np.float32), xp.ones(size // 4, np.float32)
         found.append((lambda: wire.sendrecv(c, (rank + 1) % p, d, (rank - 1) % p),
@@ -138,6 +153,29 @@ def ring_step(wire, nbytes, repeats):
     a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
     return slowest_best(wire.comm, lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p),
                         repeats)
+
+
+def local_copy(comm, device, repeats):
+    """The fewest seconds per byte of a copy within one rank (``xp.copyto``) over the
+    TRANSFER_SIZES, the best over repeats and ranks.  A message between ranks of one machine
+    is at least one such copy by some core, so this is a floor for beta_best; it needs one
+    process on a core, not two at once, so load cannot hide it as it hides a quiet moment
+    for a ping-pong."""
+    xp, sync, best = device.xp, device.wait, float("inf")
+    for nbytes in TRANSFER_SIZES:
+        a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+        best = min(best, best_local(lambda: (xp.copyto(b, a), sync()), repeats) / nbytes)
+    return comm.allreduce(best, op=MPI.MIN)
+
+
+def best_local(work, repeats):
+    """The best of repeats + 1 runs of `work` in this rank alone, no other rank waited for."""
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def add_seconds(comm, device, nbytes, repeats):
