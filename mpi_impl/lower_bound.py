@@ -20,9 +20,9 @@ hide the faster one completely, hence the max.
 Independently of the steps, the bytes read and written at the level the arrays live in
 (cache or memory, by their size) take the node's memory bandwidth with every rank streaming
 at once.  A copy of m bytes on every rank at once reads p m and writes p m bytes, nothing
-more: copy(m), its best time (or p / C times one rank's copy alone, if less: C cores are
-each at best as fast as one alone), measured at the bench's own size (so at the cache level
-its arrays live in), prices 2 p m bytes.  An algorithm moves at least B bytes (`traffic`: a step
+more: copy(m), its best time (or, if less, the sum of the best times of its 1 MiB pieces:
+primitives.swept_copy), measured at the bench's own size (so at the cache level its arrays
+live in), prices 2 p m bytes.  An algorithm moves at least B bytes (`traffic`: a step
 reads what it receives from the sender's array, reads the base it adds to, writes its
 result once; never less than every rank reading its input and writing its result, 2 p m):
 

@@ -22,10 +22,9 @@ at the same moment.
 * gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
   (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
 * copy(m), per bench size: every rank at once copies m bytes into another array
-  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Where the ranks share C
-  cores (`shared_cores`), p / C times the best copy of one rank alone, if less: each core
-  runs at best as fast as one alone, and a copy alone needs no other process on a core at
-  the same moment.
+  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Or, if less, the floor of
+  `swept_copy`: the same copies in 1 MiB pieces, each piece's best time over the repeats,
+  summed (a piece fits in a time slice, a 64 MiB copy does not).
 
 `probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
 where beta_best and gamma_best were found, to time among the algorithms call by call: each
@@ -49,6 +48,7 @@ BIG = 64 << 20                                       # bytes of the textbook mod
 TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
 ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
 REPEATS = 10
+PIECE = 1 << 20                                      # bytes per piece of swept_copy
 
 
 def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
@@ -96,10 +96,7 @@ def probes(machine, x) -> list:
     xp, sync, comm = device.xp, device.wait, wire.comm
     into = x.copy()
     copy = lambda: (xp.copyto(into, x), sync())
-    machine["copy_s"] = slowest_best(comm, copy, REPEATS)
-    if machine.get("cores"):                  # C cores each at best as fast as one alone
-        alone = comm.allreduce(best_local(copy, REPEATS), op=MPI.MIN)
-        machine["copy_s"] = min(machine["copy_s"], wire.size / machine["cores"] * alone)
+    machine["copy_s"] = min(slowest_best(comm, copy, REPEATS), swept_copy(comm, x, into, device, machine))
     found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
     a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
     found.append((lambda: (xp.add(a, b, out=a), sync()),
@@ -113,6 +110,30 @@ def probes(machine, x) -> list:
                       lambda t: machine.update(beta_best=min(machine["beta_best"],
                                                              max(t - machine["alpha"], 0.0) / size))))
     return found
+
+
+def swept_copy(comm, x, into, device, machine, piece: int = PIECE):
+    """A floor for copy(m) that load cannot lift: every rank at once copies x in pieces of
+    `piece` bytes, REPEATS + 1 times, and keeps each piece's best time; a rank's copy takes
+    at least the sum of its pieces' best times, and, where the ranks share C cores, all the
+    copies take at least the sum over ranks divided by C.  A whole 64 MiB copy takes longer
+    than the scheduler gives a process under load, so a busy machine preempts every one of
+    them; a 1 MiB piece fits in a time slice, so some of its repeats run undisturbed."""
+    xp, sync, n = device.xp, device.wait, max(1, piece // x.itemsize)
+    cuts = [(x[i:i + n], into[i:i + n]) for i in range(0, x.size, n)]
+    best = [float("inf")] * len(cuts)
+    comm.Barrier()
+    for _ in range(REPEATS + 1):
+        for j, (source, target) in enumerate(cuts):
+            start = time.perf_counter()
+            xp.copyto(target, source)
+            sync()
+            best[j] = min(best[j], time.perf_counter() - start)
+    mine = sum(best)
+    floor = comm.allreduce(mine, op=MPI.MAX)
+    if machine.get("cores"):
+        floor = max(floor, comm.allreduce(mine, op=MPI.SUM) / machine["cores"])
+    return floor
 
 
 def shared_cores(comm, device: str):
