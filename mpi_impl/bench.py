@@ -17,15 +17,17 @@ is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 
-**The bound.**  Before the table, the bench measures this machine's alpha, beta and gamma
-(:func:`measure`: an 8-byte ping-pong between ranks 0 and 1; every rank sending 64 MiB to
-its neighbour at once, as in a ring step; every rank adding two arrays larger than the
-caches at once) and prints, for every row, the algorithm's alpha-beta-gamma time
-with them (``mpi_impl.seconds``: each file's cost formula, transfers and additions one after
-the other) and "of bound" = bound / time.  1 means the run is as fast as its cost model says
-the machine allows; a pipelined algorithm can pass 1 by overlapping its additions with its
-transfers, or by adding segments still in cache.  For 1bit the bound adds the
-encode/decode seconds the instance measured during the timed calls (codec_s).
+**The bound.**  Before the table, the bench measures this machine's primitives
+(primitives.py: the per-message latency alpha, the fastest transfer and add rates over
+message sizes, every rank at once and one alone, each the best of many repeats), and times
+a copy of each size, a ring step and an addition among the algorithms, call by call.  Each
+row's ``bound(us)`` is lower_bound.py's: the largest of the algorithm's critical path of
+pipelined steps, its memory traffic priced at the concurrent copy, and (all ranks on this
+machine's CPU) the cores' work: a time no correct implementation of the algorithm's steps can
+beat, so "of bound" = bound / time is at most 1.  "textbook(us)" is the old alpha-beta-gamma
+model (``mpi_impl.seconds``, transfers and additions one after the other with 64 MiB figures),
+which a pipelined step can beat; for 1bit it adds the encode/decode seconds the instance
+measured during the timed calls (codec_s).
 
 **Segments.**  ``--segment 256K,1M,none`` times ring, halving-doubling and sharded-ps once
 per pipeline segment size ("none": the textbook steps, whole chunks then the additions);
@@ -45,7 +47,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import files, single_copy
+from mpi_impl import files, lower_bound, primitives, single_copy
 from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors, watch_ctrl_c
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
@@ -107,84 +109,6 @@ def parse_segments(text: str) -> list:
     return segments
 
 
-BIG = 64 << 20                  # bytes of the bandwidth measurements
-
-
-def measure(comm, device, cuda_aware=None, repeats: int = 5):
-    """This machine's alpha (s per message), beta (s per byte sent) and gamma (s per byte
-    added), and the copy rate (bytes copied per s), the inputs of the bound.
-
-    alpha: half the best round trip of 8 bytes between ranks 0 and 1 through a Wire (host
-    staging included, as the algorithms pay it), the others waiting.  beta: every rank at
-    once sends 64 MiB to its right neighbour and receives 64 MiB from its left (one ring
-    step; for 2 ranks a swap), the slowest rank's best time less alpha, per byte.  Every
-    rank sends at once in every algorithm here, and the cost formulas charge each rank
-    m beta for that, so beta is measured under the same load, as gamma is (every rank at
-    once runs xp.add(a, b, out=a) on 64 MiB arrays; the slowest rank's best time per
-    byte).  Between ranks of one machine this matters: the two directions share one memory
-    bus, where a network link is full duplex.  A ping-pong, one direction at a time, is
-    printed beside it ("one way alone") but not used.  64 MiB is larger than the caches:
-    the large all-reduces whose bandwidth matters move data from memory, not from cache.
-    The buffers hold ones, not zeros: never-written zeros all map to one page of the
-    kernel's, which a copy reads from cache."""
-    p, xp, sync = comm.Get_size(), device.xp, device.wait
-    wire = mpi_impl.make_wire(comm, xp, cuda_aware)
-    alpha = beta = 0.0
-    one_way_gbs = None                          # no partner on 1 rank
-    if p > 1:
-        alpha = round_trip(wire, 8, repeats) / 2
-        beta = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
-        one_way_gbs = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
-    n = BIG // 4
-    a, b = xp.ones(n, np.float32), xp.ones(n, np.float32)
-    gamma = slowest_best(comm, lambda: (xp.add(a, b, out=a), sync()), repeats) / (4 * n)
-    copy = 4 * n / slowest_best(comm, lambda: (xp.copyto(a, b), sync()), repeats)
-    return {"alpha_us": alpha * 1e6, "beta_gbs": 1 / beta / 1e9 if beta else None,
-            "one_way_gbs": one_way_gbs,
-            "gamma_gbs": 1 / gamma / 1e9, "copy_gbs": copy / 1e9,
-            "alpha": alpha, "beta": beta, "gamma": gamma}
-
-
-def round_trip(wire, nbytes, repeats):
-    """The best of repeats + 1 round trips of nbytes between ranks 0 and 1 (the others
-    wait), as rank 0 saw it."""
-    comm, rank = wire.comm, wire.rank
-    a = wire.xp.ones(nbytes // 4, np.float32)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        comm.Barrier()
-        start = MPI.Wtime()
-        if rank == 0:
-            wire.send(a, 1)
-            wire.recv(a, 1)
-        elif rank == 1:
-            wire.recv(a, 0)
-            wire.send(a, 0)
-        best = min(best, MPI.Wtime() - start)
-    return comm.bcast(best, root=0)
-
-
-def ring_step(wire, nbytes, repeats):
-    """Every rank sends nbytes right and receives nbytes from the left, all at once: the
-    slowest rank's best time."""
-    p, rank, xp = wire.size, wire.rank, wire.xp
-    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
-    return slowest_best(wire.comm, lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p),
-                        repeats)
-
-
-def slowest_best(comm, work, repeats):
-    """Every rank runs `work` at once, repeats + 1 times; the best of the slowest rank's
-    times, the first round left out (it warms up)."""
-    times = []
-    for _ in range(repeats + 1):
-        comm.Barrier()
-        start = MPI.Wtime()
-        work()
-        times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
-    return min(times[1:])
-
-
 def prepare(algo, x, comm, args, sync, segment):
     """A function doing one all-reduce of x with `algo`, the bytes it sends per rank, and a
     function giving the codec seconds per call so far (0 but for 1bit)."""
@@ -214,12 +138,21 @@ def variants(algos, segments):
             for segment in (segments if algo in PIPELINED else [mpi_impl.SEGMENT_BYTES])]
 
 
-def bound(algo, count, itemsize, p, machine, codec_s):
-    """The alpha-beta-gamma seconds of one call with this machine's measured figures."""
+def textbook(algo, count, itemsize, p, machine, codec_s):
+    """The textbook model of one call: its alpha-beta-gamma formula with this machine's alpha,
+    beta and gamma, transfers and additions one after the other.  Not a bound."""
     figures = (machine["alpha"], machine["beta"], machine["gamma"])
     if algo == "1bit":
         return mpi_impl.onebit.seconds(count, itemsize, p, *figures) + codec_s
     return mpi_impl.seconds(algo, count, itemsize, p, *figures)
+
+
+def bound_figures(machine) -> dict:
+    """The primitives a row's bound was computed from (they improve as the run goes on)."""
+    seen = primitives.figures(machine)
+    return {"alpha_us": seen["alpha_us"], "beta_best_gbs": seen["beta_best_gbs"],
+            "gamma_best_gbs": seen["gamma_best_gbs"], "copy_us": machine["copy_s"] * 1e6,
+            "cores": machine["cores"]}
 
 
 def bench_size(runs, nbytes, args, comm, device, machine):
@@ -229,16 +162,23 @@ def bench_size(runs, nbytes, args, comm, device, machine):
     count = nbytes // dtype.itemsize
     x = device.xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
     prepared = [prepare(algo, x, comm, args, device.wait, segment) for algo, segment in runs]
-    times = time_interleaved([call for call, _, _ in prepared], comm, args.iters, args.warmup)
-    sent = np.array([bytes_ for _, bytes_, _ in prepared], dtype=np.int64)
+    probes = primitives.probes(machine, x)
+    times = time_interleaved([call for call, _, _ in prepared] + [call for call, _ in probes],
+                             comm, args.iters, args.warmup)
+    for k, (_, keep) in enumerate(probes):
+        keep(float(times[:, len(runs) + k].min()))
+    mine = np.array([bytes_ for _, bytes_, _ in prepared], dtype=np.int64)
+    sent, sent_total = mine.copy(), mine.copy()
     comm.Allreduce(MPI.IN_PLACE, sent, op=MPI.MAX)          # the busiest rank's bytes
+    comm.Allreduce(MPI.IN_PLACE, sent_total, op=MPI.SUM)
     codec = np.array([codec_s() for _, _, codec_s in prepared])
     comm.Allreduce(MPI.IN_PLACE, codec, op=MPI.MAX)
     rows = []
     for j, (algo, segment) in enumerate(runs):
         seconds = float(times[:, j].mean())
         algbw = count * dtype.itemsize / seconds / 1e9
-        limit = bound(algo, count, dtype.itemsize, p, machine, float(codec[j]))
+        limit = lower_bound.seconds(algo, count, dtype.itemsize, p, machine, machine["copy_s"], int(sent[j]),
+                                    int(sent_total[j]), machine["cores"])
         rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED and segment else None,
                      "size_bytes": count * dtype.itemsize, "count": count,
                      "dtype": dtype.name, "ranks": p, "time_us": seconds * 1e6,
@@ -246,7 +186,11 @@ def bench_size(runs, nbytes, args, comm, device, machine):
                      "min_us": float(times[:, j].min()) * 1e6,
                      "max_us": float(times[:, j].max()) * 1e6,
                      "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (p - 1) / p,
-                     "bound_us": limit * 1e6, "of_bound": limit / seconds if p > 1 else None,
+                     "bound_us": limit["bound"] * 1e6, "path_us": limit["path"] * 1e6,
+                     "memory_us": limit["memory"] * 1e6, "cores_us": limit["cores"] * 1e6,
+                     "bound_from": bound_figures(machine),
+                     "of_bound": limit["bound"] / seconds if p > 1 else None,
+                     "textbook_us": textbook(algo, count, dtype.itemsize, p, machine, float(codec[j])) * 1e6,
                      "sent_per_rank_bytes": int(sent[j])})
     return rows
 
@@ -327,9 +271,10 @@ def run(argv):
     if rank0:
         print_header(comm, args)
     with mpi_impl.abort_on_error(comm, PROG):
-        machine = measure(comm, device, args.cuda_aware)
+        machine = primitives.measure(comm, device, args.cuda_aware)
+        machine["cores"] = primitives.shared_cores(comm, args.device)
     if rank0:
-        print_machine(machine)
+        print_machine(primitives.figures(machine))
     rows = []
     with mpi_impl.abort_on_error(comm, PROG):
         for nbytes in sizes:
@@ -338,7 +283,7 @@ def run(argv):
                 if rank0:
                     print(row_line(row), flush=True)
     if rank0 and args.json:
-        figures = {k: v for k, v in machine.items() if k.endswith(("_us", "_gbs"))}
+        figures = primitives.figures(machine)
         result = {"ranks": comm.Get_size(), "device": args.device, "iters": args.iters,
                   "warmup": args.warmup, "machine": figures, "rows": rows}
         files.write_new(args.json, lambda f: json.dump(result, f, indent=1))
@@ -355,16 +300,17 @@ def print_header(comm, args):
 
 
 def print_machine(machine):
-    """The figures the bound uses, then the table's column names."""
+    """The figures the bound and the textbook model use, then the table's column names."""
     rate = lambda key: "-" if machine[key] is None else f"{machine[key]:.2f}"
-    print(f"# measured for the bound: alpha {machine['alpha_us']:.1f} us (ping-pong 0<->1, 8 B), "
-          f"beta {rate('beta_gbs')} GB/s (every rank sending 64 MiB to the next at once), gamma "
-          f"{machine['gamma_gbs']:.2f} GB/s added, copy {machine['copy_gbs']:.2f} GB/s "
-          f"(64 MiB, all ranks at once); not in the bound: 64 MiB one way alone (ping-pong), "
-          f"{rate('one_way_gbs')} GB/s", flush=True)
+    print(f"# measured for the bound (best of repeats, mpi_impl/primitives.py): alpha "
+          f"{machine['alpha_us']:.1f} us, beta_best {rate('beta_best_gbs')} GB/s, gamma_best "
+          f"{machine['gamma_best_gbs']:.2f} GB/s added; for the textbook model (64 MiB, all ranks "
+          f"at once): beta {rate('beta_gbs')} GB/s, gamma {machine['gamma_gbs']:.2f} GB/s, copy "
+          f"{machine['copy_gbs']:.2f} GB/s; 64 MiB one way alone (ping-pong) {rate('one_way_gbs')} GB/s",
+          flush=True)
     print(f"{'size':>8} {'algo':>18} {'segment':>8} {'time(us)':>12} {'median(us)':>12} "
           f"{'algbw(GB/s)':>12} {'busbw(GB/s)':>12} {'bound(us)':>10} {'of bound':>9} "
-          f"{'sent/rank(B)':>14}")
+          f"{'textbook(us)':>12} {'sent/rank(B)':>14}")
 
 
 def row_line(row) -> str:
@@ -372,7 +318,7 @@ def row_line(row) -> str:
     return (f"{human(row['size_bytes']):>8} {row['algo']:>18} {segment_name(row):>8} "
             f"{row['time_us']:12.1f} {row['median_us']:12.1f} "
             f"{row['algbw_gbs']:12.3f} {row['busbw_gbs']:12.3f} "
-            f"{row['bound_us']:10.1f} {share:>9} "
+            f"{row['bound_us']:10.1f} {share:>9} {row['textbook_us']:12.1f} "
             f"{row['sent_per_rank_bytes']:14d}")
 
 

@@ -14,10 +14,14 @@ segment s while segment s + 1 travels.  Per segment, transfer and addition overl
 
 with T paying k latencies instead of one (every segment is a message).  dpsim models the
 same step (``Machine.send_reduce`` with ``sync.segment_mib``, ``dpsim.analytic.pipelined``)
-and leaves those k - 1 extra latencies out.  Two segments are in flight at a time, in two slots: segment
-s + 1 is posted before segment s is added, and slot s % 2 is reused by segment s + 2 only
-after segment s was added.  On a CPU much of the gain is the cache: a segment is added
-while it is still in L2, not read back from memory.  With host staging (GPU arrays, MPI not
+and leaves those k - 1 extra latencies out.  Two segments are received at a time, in two
+slots: segment s + 1 is posted before segment s is added, and slot s % 2 is reused by
+segment s + 2 only after segment s was added.  On a CPU much of the gain is the cache: a
+segment is added while it is still in L2, not read back from memory.  Without host staging
+every send of the step is posted at its start and awaited at its end: between ranks of one
+machine the receiver copies each segment out of the sender's memory when it is ready for
+it, without waiting for the sender to be running again to post the next one (on a machine
+shared with other jobs, or with more ranks than cores, that wait is the cost of a segment).  With host staging (GPU arrays, MPI not
 CUDA-aware) a segment's copies to and from the host are part of its transfer, so they
 overlap the neighbouring segments too.
 
@@ -67,19 +71,26 @@ class PipelinedReceiveAdd:
         return -(-a.size // self.seg)
 
     def run(self):
-        """The whole step: segment i + 1 is posted before segment i is added."""
+        """The whole step: segment i + 1 is posted before segment i is added.  Without host
+        staging every send is posted at the start and awaited at the end (a send needs no
+        slot): the receiver then copies each segment when it is ready for it, without
+        waiting for this rank to be running and to post the next one."""
         wire = self.wire
         wire.bytes_sent += sum(a.nbytes for a, dest in self.sends if dest != wire.rank)
         wire.wait_for_device()                  # send's data (and base) are computed
-        pending = self.post(0) if self.steps else None
+        early = [] if wire.stage else [wire.comm.Isend(self.cut(a, i), dest, 0)
+                                       for a, dest in self.sends for i in range(self.count(a))]
+        pending = self.post(0, not early) if self.steps else None
         for i in range(self.steps):
-            ahead = self.post(i + 1) if i + 1 < self.steps else None
+            ahead = self.post(i + 1, not early) if i + 1 < self.steps else None
             self.add(i, *pending)
             pending = ahead
+        MPI.Request.Waitall(early)
 
-    def post(self, i):
-        """Start segment i: its receives and its sends.  Slot i % 2 is free again: its last
-        user, segment i - 2, was delivered and added before this is called."""
+    def post(self, i, sends=True):
+        """Start segment i: its receives, and its sends unless they were posted at the start.
+        Slot i % 2 is free again: its last user, segment i - 2, was delivered and added
+        before this is called."""
         wire, slot = self.wire, i % 2
         size = self.cut(self.into, i).size
         targets = [self.cut(self.into, i)] if self.straight else []
@@ -91,7 +102,7 @@ class PipelinedReceiveAdd:
         if i < self.receives:
             requests += [wire.comm.Irecv(h, source, 0) for h, source in zip(hosts, self.sources)]
         requests += [wire.comm.Isend(wire.outgoing(self.cut(a, i), f"send{k}.{slot}"), dest, 0)
-                     for k, (a, dest) in enumerate(self.sends) if i < self.count(a)]
+                     for k, (a, dest) in enumerate(self.sends) if sends and i < self.count(a)]
         return requests, targets, hosts
 
     def add(self, i, requests, targets, hosts):

@@ -1,0 +1,243 @@
+"""The machine's primitives, measured for mpi_impl.bench: the textbook model's alpha, beta and
+gamma, and the fastest rates the lower bound (lower_bound.py) takes.
+
+Every figure is the best of repeated measurements (`slowest_best`: every rank runs the work
+at once after a Barrier, a round's time is the slowest rank's, the best round is kept).
+Load from other programs only makes a measurement slower, so the best of many is the one
+nearest the machine's own speed, and the floors below need one process on a core, not two
+at the same moment.
+
+* alpha: the cheaper of half the best 8-byte round trip between ranks 0 and 1 (through a
+  Wire, as the algorithms send; the other ranks asleep, `alone_best`) and the best Barrier
+  per round of messages (MPICH's own C path, as MPI's Allreduce sends; a Barrier of p
+  ranks takes ceil(log2 p) rounds).
+* beta, gamma (the textbook model's): every rank at once sends 64 MiB to its right
+  neighbour and receives 64 MiB from its left (one ring step), less alpha, per byte; every
+  rank at once adds two 64 MiB arrays (``xp.add(a, b, out=a)``), per byte.
+* beta_best: the fewest seconds per byte any transfer took, less alpha, over message sizes
+  of 256 KiB to 4 MiB, both with every rank sending at once (a ring step) and with one pair
+  alone (half a ping-pong between ranks 0 and 1); or of a copy within one rank at those
+  sizes (`local_copy`), if faster: a message between ranks of one machine is at least one
+  copy by some core.
+* gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
+  (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
+* copy(m), per bench size: every rank at once copies m bytes into another array
+  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Or, if less, the floor of
+  `swept_copy`: the same copies in 1 MiB pieces, each piece's best time over the repeats,
+  summed (a piece fits in a time slice, a 64 MiB copy does not).
+
+`probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
+where beta_best and gamma_best were found, to time among the algorithms call by call: each
+keeps its best over the whole run, so the primitives are sampled in the same moments as the
+algorithms.
+
+The buffers hold ones: never-written zeros all map to one page of the kernel's, which a copy
+reads from cache.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from .wire import make_wire
+
+BIG = 64 << 20                                       # bytes of the textbook model's beta and gamma
+TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
+ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
+REPEATS = 10
+PIECE = 1 << 20                                      # bytes per piece of swept_copy
+
+
+def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
+    """This machine's primitives (see the module docstring): alpha (s per message), beta and
+    beta_best (s per byte sent), gamma and gamma_best (s per byte added), the sizes at which
+    the best were measured, and the figures the bench prints (_us, _gbs)."""
+    p, xp, sync = comm.Get_size(), device.xp, device.wait
+    wire = make_wire(comm, xp, cuda_aware)
+    machine = {"alpha": 0.0, "beta": 0.0, "beta_best": 0.0, "one_way_gbs": None,   # 1 rank: no partner
+               "beta_bytes": TRANSFER_SIZES[0], "wire": wire, "device": device}
+    if p > 1:
+        alpha = machine["alpha"] = latency(wire, 30 * repeats)
+        machine["beta"] = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
+        machine["one_way_gbs"] = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
+        per_byte = {s: max(min(ring_step(wire, s, repeats), round_trip(wire, s, repeats) / 2) - alpha, 0.0) / s
+                    for s in TRANSFER_SIZES}
+        machine["beta_bytes"] = min(per_byte, key=per_byte.get)
+        machine["beta_best"] = min(per_byte[machine["beta_bytes"]], local_copy(comm, device, repeats))
+    a, b = xp.ones(BIG // 4, np.float32), xp.ones(BIG // 4, np.float32)
+    machine["gamma"] = slowest_best(comm, lambda: (xp.add(a, b, out=a), sync()), repeats) / BIG
+    machine["copy_gbs"] = BIG / slowest_best(comm, lambda: (xp.copyto(a, b), sync()), repeats) / 1e9
+    per_byte = {s: add_seconds(comm, device, s, repeats) / s for s in ADD_SIZES}
+    machine["gamma_bytes"] = min(per_byte, key=per_byte.get)
+    machine["gamma_best"] = per_byte[machine["gamma_bytes"]]
+    return machine
+
+
+def figures(machine) -> dict:
+    """The primitives as the bench prints them and its JSON carries them: us and GB/s."""
+    rate = lambda per_byte: 1 / per_byte / 1e9 if per_byte else None
+    return {"alpha_us": machine["alpha"] * 1e6, "beta_gbs": rate(machine["beta"]),
+            "one_way_gbs": machine["one_way_gbs"], "gamma_gbs": rate(machine["gamma"]),
+            "copy_gbs": machine["copy_gbs"], "beta_best_gbs": rate(machine["beta_best"]),
+            "gamma_best_gbs": rate(machine["gamma_best"])}
+
+
+def probes(machine, x) -> list:
+    """Primitives to time again among the algorithms, call by call (bench.py), so that they
+    are sampled in the same moments as the algorithms: every rank copying x (the memory
+    limit's copy(m)), the addition at the size where gamma_best was measured, and on more
+    than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A list
+    of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s: copy(m)
+    for x's size)."""
+    wire, device = machine["wire"], machine["device"]
+    xp, sync, comm = device.xp, device.wait, wire.comm
+    into = x.copy()
+    copy = lambda: (xp.copyto(into, x), sync())
+    machine["copy_s"] = min(slowest_best(comm, copy, REPEATS), swept_copy(comm, x, into, device, machine))
+    found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
+    a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
+    found.append((lambda: (xp.add(a, b, out=a), sync()),
+                  lambda t: machine.update(gamma_best=min(machine["gamma_best"], t / machine["gamma_bytes"]))))
+    if wire.size > 1:
+        rounds = (wire.size - 1).bit_length()
+        found.append((comm.Barrier, lambda t: machine.update(alpha=min(machine["alpha"], t / rounds))))
+        size, p, rank = machine["beta_bytes"], wire.size, wire.rank
+        c, d = xp.ones(size // 4, np.float32), xp.ones(size // 4, np.float32)
+        found.append((lambda: wire.sendrecv(c, (rank + 1) % p, d, (rank - 1) % p),
+                      lambda t: machine.update(beta_best=min(machine["beta_best"],
+                                                             max(t - machine["alpha"], 0.0) / size))))
+    return found
+
+
+def swept_copy(comm, x, into, device, machine, piece: int = PIECE):
+    """A floor for copy(m) that load cannot lift: every rank at once copies x in pieces of
+    `piece` bytes, REPEATS + 1 times, and keeps each piece's best time; a rank's copy takes
+    at least the sum of its pieces' best times, and, where the ranks share C cores, all the
+    copies take at least the sum over ranks divided by C.  A whole 64 MiB copy takes longer
+    than the scheduler gives a process under load, so a busy machine preempts every one of
+    them; a 1 MiB piece fits in a time slice, so some of its repeats run undisturbed."""
+    xp, sync, n = device.xp, device.wait, max(1, piece // x.itemsize)
+    cuts = [(x[i:i + n], into[i:i + n]) for i in range(0, x.size, n)]
+    best = [float("inf")] * len(cuts)
+    comm.Barrier()
+    for _ in range(REPEATS + 1):
+        for j, (source, target) in enumerate(cuts):
+            start = time.perf_counter()
+            xp.copyto(target, source)
+            sync()
+            best[j] = min(best[j], time.perf_counter() - start)
+    mine = sum(best)
+    floor = comm.allreduce(mine, op=MPI.MAX)
+    if machine.get("cores"):
+        floor = max(floor, comm.allreduce(mine, op=MPI.SUM) / machine["cores"])
+    return floor
+
+
+def shared_cores(comm, device: str):
+    """The cores the ranks share, for the bound's cores limit: os.cpu_count() when every rank
+    runs on this machine's CPU; None otherwise (GPUs add, and a network card moves bytes
+    between machines, without a core)."""
+    one_machine = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size() == comm.Get_size()
+    return os.cpu_count() if device == "cpu" and one_machine else None
+
+
+def latency(wire, repeats):
+    """alpha: the cheaper of half the best 8-byte round trip (0 <-> 1) and the best Barrier
+    per round of messages."""
+    comm = wire.comm
+    rounds = (comm.Get_size() - 1).bit_length()              # ceil(log2 p)
+    return min(round_trip(wire, 8, repeats) / 2, slowest_best(comm, comm.Barrier, repeats) / rounds)
+
+
+def round_trip(wire, nbytes, repeats):
+    """The best of repeats round trips of nbytes between ranks 0 and 1, the others asleep."""
+    rank = wire.rank
+    a = wire.xp.ones(nbytes // 4, np.float32)
+
+    def ping_pong():
+        if rank == 0:
+            wire.send(a, 1)
+            wire.recv(a, 1)
+        elif rank == 1:
+            wire.recv(a, 0)
+            wire.send(a, 0)
+    return alone_best(wire.comm, ping_pong, repeats)
+
+
+def ring_step(wire, nbytes, repeats):
+    """Every rank sends nbytes right and receives nbytes from the left, all at once: the
+    slowest rank's best time."""
+    p, rank, xp = wire.size, wire.rank, wire.xp
+    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+    return slowest_best(wire.comm, lambda: wire.sendrecv(a, (rank + 1) % p, b, (rank - 1) % p),
+                        repeats)
+
+
+def local_copy(comm, device, repeats):
+    """The fewest seconds per byte of a copy within one rank (``xp.copyto``) over the
+    TRANSFER_SIZES, the best over repeats and ranks.  A message between ranks of one machine
+    is at least one such copy by some core, so this is a floor for beta_best; it needs one
+    process on a core, not two at once, so load cannot hide it as it hides a quiet moment
+    for a ping-pong."""
+    xp, sync, best = device.xp, device.wait, float("inf")
+    for nbytes in TRANSFER_SIZES:
+        a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+        best = min(best, best_local(lambda: (xp.copyto(b, a), sync()), repeats) / nbytes)
+    return comm.allreduce(best, op=MPI.MIN)
+
+
+def best_local(work, repeats):
+    """The best of repeats + 1 runs of `work` in this rank alone, no other rank waited for."""
+    best = float("inf")
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def add_seconds(comm, device, nbytes, repeats):
+    """The best time of adding two arrays of nbytes (``xp.add(a, b, out=a)``), every rank at
+    once or rank 0 alone (the others asleep), whichever was faster."""
+    xp, sync = device.xp, device.wait
+    a, b = xp.ones(nbytes // 4, np.float32), xp.ones(nbytes // 4, np.float32)
+    work = lambda: (xp.add(a, b, out=a), sync())
+    alone = lambda: work() if comm.Get_rank() == 0 else None
+    return min(slowest_best(comm, work, repeats), alone_best(comm, alone, repeats))
+
+
+def slowest_best(comm, work, repeats):
+    """Every rank runs `work` at once, repeats + 1 times; the best of the slowest rank's
+    times, the first round left out (it warms up)."""
+    times = []
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        work()
+        times.append(comm.allreduce(MPI.Wtime() - start, op=MPI.MAX))
+    return min(times[1:])
+
+
+def alone_best(comm, work, repeats):
+    """The best of repeats + 1 runs of `work` (which does something on rank 0, maybe on rank
+    1, nothing elsewhere), timed on rank 0, the first left out.  Ranks with nothing to do
+    wait asleep (`quiet_barrier`), not spinning in MPI: on a machine with more ranks than
+    cores a spinning rank would take a core from the work measured."""
+    times = []
+    for _ in range(repeats + 1):
+        comm.Barrier()
+        start = MPI.Wtime()
+        work()
+        times.append(MPI.Wtime() - start)
+        quiet_barrier(comm)
+    return comm.bcast(min(times[1:]), root=0)
+
+
+def quiet_barrier(comm, nap: float = 1e-4):
+    """A Barrier that waits asleep (MPICH's blocking calls spin on the CPU)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(nap)
