@@ -73,7 +73,8 @@ class FlowTable:
 
     def __init__(self):
         self.capacity = np.array([np.inf])            # channel 0: the padding of short routes
-        self.carried = np.zeros(1)                    # bytes every channel carried (finished flows)
+        self.carried = np.zeros(1)                    # bytes of finished flows not yet booked on the channels
+        self.channels = [None]                        # number -> Channel
         self.load = np.zeros(1, dtype=np.int64)       # flows in flight crossing each channel
         self._channels = {}                           # Channel -> number
         self.used = self.alive = 0
@@ -93,7 +94,7 @@ class FlowTable:
             self.capacity = np.append(self.capacity, float(channel.bandwidth))
             self.carried = np.append(self.carried, 0.0)
             self.load = np.append(self.load, 0)
-            channel.attach(self, n)
+            self.channels.append(channel)
         return n
 
     def add(self, hops, weight, size, owner, row, started):
@@ -128,6 +129,7 @@ class FlowTable:
         flat = hops.ravel()
         self.carried += np.bincount(flat, weights=np.repeat(self.size[gone], hops.shape[1]),
                                     minlength=len(self.carried))
+        self.carried[0] = 0.0
         self.load -= np.bincount(flat, minlength=len(self.load))
         self.load[0] = 0
         self.hops[gone] = 0
@@ -135,6 +137,16 @@ class FlowTable:
         self.alive -= len(gone)
         if not self.alive:
             self.used = 0
+            self._book()
+
+    def _book(self):
+        """Add the finished flows' bytes to their channels' bytes_carried (once per idle network,
+        not once per flow and hop)."""
+        numbers = np.flatnonzero(self.carried)
+        channels = self.channels
+        for n, nbytes in zip(numbers.tolist(), self.carried[numbers].tolist()):
+            channels[n].bytes_carried += nbytes
+        self.carried[numbers] = 0.0
 
     def advance(self, seconds):
         if seconds > 0:

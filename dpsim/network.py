@@ -28,31 +28,14 @@ import numpy as np
 from .maxmin import FlowTable, fill
 
 
+@dataclass(eq=False)
 class Channel:
     """One direction of a link: bandwidth in bytes/s, latency in seconds; bytes_carried, the
-    bytes of the transfers that crossed it (booked as each one finishes)."""
-
-    def __init__(self, name: str, bandwidth: float, latency: float, bytes_carried: float = 0.0):
-        self.name, self.bandwidth, self.latency = name, bandwidth, latency
-        self._booked = bytes_carried
-        self._table, self._number = None, 0      # the FlowTable that books its transfers
-
-    def __repr__(self):
-        return f"Channel({self.name!r}, {self.bandwidth!r}, {self.latency!r})"
-
-    def attach(self, table, number):
-        self._booked, self._table, self._number = self.bytes_carried, table, number
-
-    def _in_table(self) -> float:
-        return float(self._table.carried[self._number]) if self._table is not None else 0.0
-
-    @property
-    def bytes_carried(self) -> float:
-        return self._booked + self._in_table()
-
-    @bytes_carried.setter
-    def bytes_carried(self, value):
-        self._booked = value - self._in_table()
+    bytes of the transfers that crossed it (booked when the network next falls idle)."""
+    name: str
+    bandwidth: float
+    latency: float
+    bytes_carried: float = 0.0
 
 
 @dataclass(eq=False)
