@@ -137,11 +137,10 @@ class FlowTable:
         self.alive -= len(gone)
         if not self.alive:
             self.used = 0
-            self._book()
 
-    def _book(self):
-        """Add the finished flows' bytes to their channels' bytes_carried (once per idle network,
-        not once per flow and hop)."""
+    def book(self):
+        """Add the finished flows' bytes to their channels' bytes_carried (Network calls it when
+        nothing is in flight: once per idle network, not once per flow and hop)."""
         numbers = np.flatnonzero(self.carried)
         channels = self.channels
         for n, nbytes in zip(numbers.tolist(), self.carried[numbers].tolist()):

@@ -31,7 +31,7 @@ from .maxmin import FlowTable, fill
 @dataclass(eq=False)
 class Channel:
     """One direction of a link: bandwidth in bytes/s, latency in seconds; bytes_carried, the
-    bytes of the transfers that crossed it (booked when the network next falls idle)."""
+    bytes of the transfers that crossed it (booked when nothing is left in flight)."""
     name: str
     bandwidth: float
     latency: float
@@ -62,6 +62,8 @@ class Sending:
         self.moves, self.routes, self.label = moves, routes, label
         self.count = len(moves)
         self.log = [(src, route, nbytes) for (src, _, nbytes), route in zip(moves, routes)]
+        self.sources, self.sizes = [m[0] for m in moves], [m[2] for m in moves]
+        self.distinct_sources = len(set(self.sources)) == len(moves)
         weights = weights or [1] * len(moves)
         by_latency = {}
         for i, ((_, _, nbytes), route) in enumerate(zip(moves, routes)):
@@ -110,8 +112,12 @@ class Network:
         env = self.env
         done = env.event()
         sent = self.bytes_sent
-        for src, _, nbytes in sending.moves:
-            sent[src] = sent.get(src, 0.0) + nbytes
+        get = sent.get
+        if sending.distinct_sources:          # one addition per key: the same sums as one by one
+            sent.update(zip(sending.sources, [get(s, 0.0) + n for s, n in zip(sending.sources, sending.sizes)]))
+        else:
+            for src, nbytes in zip(sending.sources, sending.sizes):
+                sent[src] = get(src, 0.0) + nbytes
         if self.observer is not None:
             for entry in sending.log:
                 self.observer(*entry)
@@ -128,6 +134,8 @@ class Network:
 
     def _arrive(self, number, count):
         self.in_flight -= count
+        if not self.in_flight:
+            self.table.book()
         entry = self._sendings[number]
         entry[1] -= count
         if entry[1] == 0:
