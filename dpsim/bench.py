@@ -21,7 +21,8 @@ Wall times depend on the machine and its load; compare the two paths within one 
 `--strategies all` (or a list of STRATEGIES' names) runs the same cases with each way of
 synchronising instead, one child process per run, stopped after `--limit` seconds (default
 60) and reported as "> 60 s": a table of CPU seconds per strategy and GPU count, and for
-cases up to `--detailed-max` GPUs the detailed path's time, speed-up and difference.
+cases up to `--detailed-max` GPUs the detailed path's CPU seconds beside the fast path's, their
+ratio and the iteration times' difference (the detailed path's cost: dpsim.maxmin, dpsim.network).
 """
 import argparse
 import json

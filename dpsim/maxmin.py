@@ -1,7 +1,7 @@
 """Max-min fair rates of the flows in flight, kept up to date one change at a time.
 
 Cost model: max-min fairness (Bertsekas & Gallager, Data Networks, 2nd ed., Prentice Hall
-1992, section 6.5.2, "Max-Min Flow Control", the progressive filling algorithm). Every flow's
+1992, chapter 6, section 6.5: max-min flow control by progressive filling). Every flow's
 rate grows equally until some channel is full; the flows crossing it are frozen at that share
 of it, (capacity left) / (unfrozen flows crossing it), and the others keep growing. The
 result is the one allocation in which no flow can get faster without slowing one that is
@@ -22,7 +22,9 @@ with channel 0 of infinite bandwidth; remaining bytes, rate, weight). The compon
 by growing a set of channels until no flow adds one (one array pass per hop of distance),
 and progressive filling freezes, per pass, every flow crossing a channel at the smallest
 share (channels tied at it fill at once). A pass costs O(F x H) for F flows of H hops; a
-fill takes as many passes as there are distinct bottleneck shares.
+fill takes as many passes as there are distinct bottleneck shares. Where every channel of the
+component carries one flow once (a ring's step), each flow gets its slowest channel's
+bandwidth over its weight, in one pass: what progressive filling gives there.
 
 A flow of weight w counts as w flows on every channel it crosses (twice on a channel it
 crosses twice): dpsim.symmetry lets one flow stand for a class of identical ones.
@@ -78,6 +80,7 @@ class FlowTable:
         self.load = np.zeros(1, dtype=np.int64)       # flows in flight crossing each channel
         self._channels = {}                           # Channel -> number
         self.used = self.alive = 0
+        self.packs = 0                                # times the rows were packed (row numbers changed)
         self._allocate(64, 1)
 
     def _allocate(self, rows, width):
@@ -97,8 +100,9 @@ class FlowTable:
             self.channels.append(channel)
         return n
 
-    def add(self, hops, weight, size, owner, row, started):
-        """Put flows in rows of their own (their rates are set by the next `reshare`)."""
+    def add(self, hops, weight, size, owner, row, started) -> int:
+        """Put flows in rows of their own (their rates are set by the next `reshare`); the
+        first of those rows."""
         k, width = hops.shape
         if self.used + k > len(self.rate) or width > self.hops.shape[1]:
             self._pack(self.used + k, width)
@@ -109,12 +113,14 @@ class FlowTable:
         self.used, self.alive = b, self.alive + k
         self.load += np.bincount(hops.ravel(), minlength=len(self.load))
         self.load[0] = 0
+        return a
 
     def _pack(self, rows, width):
         """Drop the dead rows; make room for `rows` rows of `width` hops."""
         live = self.remaining[:self.used] != np.inf
         old = {name: getattr(self, name)[:self.used][live] for name in self.FIELDS}
         self._allocate(max(2 * rows, 64), max(width, self.hops.shape[1]))
+        self.packs += 1
         n = len(old["rate"])
         for name, values in old.items():
             if name == "hops":
@@ -166,6 +172,16 @@ class FlowTable:
             before, count = count, np.count_nonzero(marked)
             if count == before:                        # no flow found adds a channel
                 return rows
+
+    def settle_alone(self, first, group) -> bool:
+        """Rates for a group of flows just added at rows first... (network.Sending's group) if
+        no other flow crosses its channels and none crosses one twice: each at its slowest
+        channel over its weight, as `reshare` would give them. False where that does not hold."""
+        alone = group.alone
+        if alone is None or not (self.load[group.channels] == 1).all():
+            return False
+        self.rate[first:first + len(alone)] = alone
+        return True
 
     def reshare(self, channels):
         """New max-min rates for the flows whose share can have changed: those connected to

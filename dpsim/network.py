@@ -74,13 +74,23 @@ class Sending:
                        for (latency, flows), rows in by_latency.items() if flows]
 
     def _group(self, table, latency, rows, weights):
-        """(latency, hops, weight, size, rows, channels) of the flows that start together."""
         width = max(len(self.routes[i]) for i in rows)
         hops = np.zeros((len(rows), width), dtype=np.int64)
         for k, i in enumerate(rows):
             hops[k, :len(self.routes[i])] = [table.number(ch) for ch in self.routes[i]]
-        return (latency, hops, np.array([float(weights[i]) for i in rows]),
-                np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), np.unique(hops))
+        return Group(latency, hops, np.array([float(weights[i]) for i in rows]),
+                     np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), table.capacity)
+
+
+class Group:
+    """The flows of a Sending that start together (the same latency): their hops as channel
+    numbers, weights, sizes, rows in the Sending; the channels they cross; `alone`, their rates
+    if no other flow shares a channel with them (None where two of them share one)."""
+
+    def __init__(self, latency, hops, weight, size, rows, capacity):
+        self.latency, self.hops, self.weight, self.size, self.rows = latency, hops, weight, size, rows
+        self.channels, counts = np.unique(hops[hops != 0], return_counts=True)
+        self.alone = capacity[hops].min(axis=1) / weight if counts.max() <= 1 else None
 
 
 class Network:
@@ -92,7 +102,8 @@ class Network:
         self._numbered = 0
         self._last = 0.0          # time the flows' `remaining` was last brought up to date
         self._generation = 0      # invalidates the completion timer of an older rate set
-        self._touched = []        # channel numbers where flows started since the last reshare
+        self._touched = []        # channel numbers where flows finished since the last reshare
+        self._started = []        # (first row, packs, Group) of the flows started since then
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
         self.in_flight = 0        # transfers started and not yet arrived
@@ -129,7 +140,7 @@ class Network:
         for latency, count in sending.instant:
             env.timeout(latency).callbacks.append(lambda _, c=count: self._arrive(number, c))
         for group in sending.groups:
-            env.timeout(group[0]).callbacks.append(lambda _, g=group: self._start(number, g))
+            env.timeout(group.latency).callbacks.append(lambda _, g=group: self._start(number, g))
         return done
 
     def _arrive(self, number, count):
@@ -150,22 +161,31 @@ class Network:
         self._last = self.env.now
 
     def _start(self, number, group):
-        _, hops, weight, size, rows, channels = group
         self._advance()
-        self.table.add(hops, weight, size, number, rows, self.env.now)
-        self._touched.append(channels)
+        table, packs = self.table, self.table.packs
+        first = table.add(group.hops, group.weight, group.size, number, group.rows, self.env.now)
+        if table.packs != packs:             # rows renumbered: the pending timer's row is stale
+            self._generation += 1
+        self._started.append((first, table.packs, group))
         if not self._reshare_pending:        # transfers starting at the same instant share one recompute
             self._reshare_pending = True
             self.env.timeout(0).callbacks.append(lambda _: self._reshare())
 
     def _reshare(self):
+        """New rates where flows started or finished since the last call (dpsim.maxmin): a
+        group that started on channels of its own gets its rates alone, the rest are
+        recomputed in their component; then the timer for the next flow to finish."""
         self._reshare_pending = False
-        if not self._touched:
+        if not (self._touched or self._started):
             return
         self._advance()
         table = self.table
-        table.reshare(np.concatenate(self._touched))
-        self._touched = []
+        for first, packs, group in self._started:
+            if packs != table.packs or not table.settle_alone(first, group):
+                self._touched.append(group.channels)
+        if self._touched:
+            table.reshare(np.concatenate(self._touched))
+        self._touched, self._started = [], []
         self._generation += 1
         if not table.alive:
             return

@@ -126,3 +126,23 @@ def test_network_arrivals_equal_the_fluid_model_from_scratch():
         transfers = [(rng.sample(chans, rng.randint(1, min(3, len(chans)))), rng.choice([0.5, 1, 2]) * 1e9,
                       rng.choice([0.0, 0.0, 0.1, 0.25, 0.7])) for _ in range(rng.randint(1, 10))]
         assert network_arrivals(transfers) == pytest.approx(fluid_arrivals(transfers), rel=1e-9)
+
+
+def test_a_start_that_renumbers_the_rows_at_a_finishing_instant():
+    """X (0.5 GB) and A (1 GB) on links of their own finish at 0.5 s and 1.0 s. B's route has
+    two hops of 0.5 s latency each, so its bytes start flowing at 1.0 s, the instant A finishes,
+    and its wider route makes the table renumber its rows: B must still take its own 1 s."""
+    def link(name, latency=0.0):
+        return Channel(name, 1e9, latency)
+    transfers = [([link("x")], 0.5e9), ([link("a")], 1e9), ([link("b1", 0.5), link("b2", 0.5)], 1e9)]
+    env = simpy.Environment()
+    net = Network(env)
+    times = [None] * 3
+
+    def one(i, route, nbytes):
+        yield net.transfer(route, "src", "dst", nbytes)
+        times[i] = env.now
+    for i, t in enumerate(transfers):
+        env.process(one(i, *t))
+    env.run()
+    assert times == pytest.approx([0.5, 1.0, 2.0], rel=1e-12)
