@@ -154,24 +154,24 @@ class Machine:
     def _send(self, moves, label, staged):
         overhead = self.message_overhead(staged)
         if self.p2p and not (staged and self.trace is not None):
-            return self.net.send(self._sending(moves, label, staged, overhead))
+            return self.net.send(self._sending(moves, staged, overhead), label)
         events = [self.env.process(self._bounce(s, d, n, label)) if self._bounces(s, d, staged) else
                   self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
         if staged and self.trace is not None:
             self._trace_staging(moves, events, overhead)
         return self.env.all_of(events)
 
-    def _sending(self, moves, label, staged, overhead):
+    def _sending(self, moves, staged, overhead):
         """The step's transfers as a network.Sending, made once per list of moves (a strategy
         sends the same list at every step of a phase) and kept while that list is unchanged;
         an AllPairs or a tuple is kept by its value."""
         by_value = isinstance(moves, (AllPairs, tuple))
-        key = (moves if by_value else id(moves), label, staged, overhead)
+        key = (moves if by_value else id(moves), staged, overhead)
         kept = self._sendings.get(key)
         if kept is not None and (by_value or (kept[0] is moves and kept[1] == moves)):
             return kept[2]
         listed = list(moves)
-        sending = self.net.sending(listed, [self.route(s, d, staged) for s, d, _ in listed], label, overhead)
+        sending = self.net.sending(listed, [self.route(s, d, staged) for s, d, _ in listed], overhead)
         if len(self._sendings) >= 64:
             self._sendings.clear()
         self._sendings[key] = (moves, listed, sending)

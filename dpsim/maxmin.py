@@ -79,6 +79,7 @@ class FlowTable:
         self.channels = [None]                        # number -> Channel
         self.load = np.zeros(1, dtype=np.int64)       # flows in flight crossing each channel
         self._channels = {}                           # Channel -> number
+        self._routes = {}                             # id of a route -> (the route, numbers, latency)
         self.used = self.alive = 0
         self.packs = 0                                # times the rows were packed (row numbers changed)
         self._allocate(64, 1)
@@ -88,6 +89,17 @@ class FlowTable:
         self.weight, self.size, self.started = np.zeros(rows), np.zeros(rows), np.zeros(rows)
         self.remaining, self.rate = np.full(rows, np.inf), np.ones(rows)
         self.owner, self.row = np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.int64)
+
+    def route(self, route):
+        """(channel numbers, latency) of a route (a list of Channels), kept per list: a cluster
+        hands out the same list for the same pair."""
+        kept = self._routes.get(id(route))
+        if kept is None or kept[0] is not route:
+            if len(self._routes) >= 1 << 20:
+                self._routes.clear()
+            kept = self._routes[id(route)] = (route, [self.number(ch) for ch in route],
+                                              sum(ch.latency for ch in route))
+        return kept[1], kept[2]
 
     def number(self, channel) -> int:
         """The channel's number, registering it the first time."""
@@ -159,7 +171,8 @@ class FlowTable:
             self.remaining[live] -= self.rate[live] * seconds
 
     def component(self, channels):
-        """Rows of the flows connected to `channels` (numbers) through shared channels."""
+        """Rows of the flows connected to `channels` (numbers) through shared channels, and
+        the channels they cross (a mask)."""
         marked = np.zeros(len(self.capacity), dtype=bool)
         marked[channels] = True
         marked[0] = False
@@ -170,13 +183,13 @@ class FlowTable:
             marked[hops[rows]] = True
             marked[0] = False
             before, count = count, np.count_nonzero(marked)
-            if count == before:                        # no flow found adds a channel
-                return rows
+            if count == before or len(rows) == self.alive:    # no flow found adds a channel
+                return rows, marked
 
     def settle_alone(self, first, group) -> bool:
-        """Rates for a group of flows just added at rows first... (network.Sending's group) if
-        no other flow crosses its channels and none crosses one twice: each at its slowest
-        channel over its weight, as `reshare` would give them. False where that does not hold."""
+        """Rates for a group of flows just added at rows first... (network.Group) if no other
+        flow crosses its channels and none crosses one twice: each at its slowest channel over
+        its weight, as `reshare` would give them. False where that does not hold."""
         alone = group.alone
         if alone is None or not (self.load[group.channels] == 1).all():
             return False
@@ -188,9 +201,9 @@ class FlowTable:
         `channels`, where flows started or finished."""
         if not self.load[channels].any():
             return                                     # no flow in flight crosses them
-        rows = self.component(channels)
+        rows, crossed = self.component(channels)
         hops = self.hops[rows]
-        if (self.load[hops] <= 1).all():               # flows on channels of their own: each
+        if self.load[crossed].max() <= 1:              # flows on channels of their own: each
             self.rate[rows] = self.capacity[hops].min(axis=1) / self.weight[rows]    # at its slowest
         else:
             self.rate[rows] = fill(hops, self.weight[rows], self.capacity)

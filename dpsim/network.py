@@ -58,8 +58,8 @@ class Sending:
     moves: (src, dst, nbytes); routes: a list of channels each; `overhead`: software seconds
     added to every route's latency; `weights`: how many identical transfers each stands for."""
 
-    def __init__(self, table, moves, routes, label="", overhead=0.0, weights=None):
-        self.moves, self.routes, self.label = moves, routes, label
+    def __init__(self, table, moves, routes, overhead=0.0, weights=None):
+        self.moves, self.routes = moves, routes
         self.count = len(moves)
         self.log = [(src, route, nbytes) for (src, _, nbytes), route in zip(moves, routes)]
         self.sources, self.sizes = [m[0] for m in moves], [m[2] for m in moves]
@@ -67,17 +67,16 @@ class Sending:
         weights = weights or [1] * len(moves)
         by_latency = {}
         for i, ((_, _, nbytes), route) in enumerate(zip(moves, routes)):
-            latency = sum(ch.latency for ch in route) + overhead
-            by_latency.setdefault((latency, bool(route) and nbytes > 0), []).append(i)
+            numbers, latency = table.route(route)
+            by_latency.setdefault((latency + overhead, bool(route) and nbytes > 0), []).append(i)
         self.instant = [(latency, len(rows)) for (latency, flows), rows in by_latency.items() if not flows]
         self.groups = [self._group(table, latency, rows, weights)
                        for (latency, flows), rows in by_latency.items() if flows]
 
     def _group(self, table, latency, rows, weights):
-        width = max(len(self.routes[i]) for i in rows)
-        hops = np.zeros((len(rows), width), dtype=np.int64)
-        for k, i in enumerate(rows):
-            hops[k, :len(self.routes[i])] = [table.number(ch) for ch in self.routes[i]]
+        numbers = [table.route(self.routes[i])[0] for i in rows]
+        width = max(map(len, numbers))
+        hops = np.array([n + [0] * (width - len(n)) for n in numbers], dtype=np.int64)
         return Group(latency, hops, np.array([float(weights[i]) for i in rows]),
                      np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), table.capacity)
 
@@ -98,7 +97,7 @@ class Network:
         self.env = env
         self.trace = trace
         self.table = FlowTable()  # the transfers whose bytes are flowing, with their rates
-        self._sendings = {}       # number -> [event, transfers not yet arrived, Sending]
+        self._sendings = {}       # number -> [event, transfers not yet arrived, Sending, label]
         self._numbered = 0
         self._last = 0.0          # time the flows' `remaining` was last brought up to date
         self._generation = 0      # invalidates the completion timer of an older rate set
@@ -109,17 +108,18 @@ class Network:
         self.in_flight = 0        # transfers started and not yet arrived
         self.observer = None      # called observer(src, route, nbytes) as each transfer starts (dpsim.replay)
 
-    def sending(self, moves, routes, label="", overhead=0.0, weights=None) -> Sending:
-        return Sending(self.table, moves, routes, label, overhead, weights)
+    def sending(self, moves, routes, overhead=0.0, weights=None) -> Sending:
+        return Sending(self.table, moves, routes, overhead, weights)
 
     def transfer(self, route, src, dst, nbytes, label="", overhead=0.0, weight=1):
         """Start moving nbytes from src to dst along route; return an event for its arrival.
         `overhead`: software seconds added to the route's latency (a library call, a copy).
         `weight`: this flow stands for that many identical ones (see dpsim.maxmin)."""
-        return self.send(self.sending([(src, dst, nbytes)], [route], label, overhead, [weight]))
+        return self.send(self.sending([(src, dst, nbytes)], [route], overhead, [weight]), label)
 
-    def send(self, sending: Sending):
-        """Start every transfer of `sending`; return an event for when the last has arrived."""
+    def send(self, sending: Sending, label=""):
+        """Start every transfer of `sending`; return an event for when the last has arrived.
+        `label`: what the trace calls them."""
         env = self.env
         done = env.event()
         sent = self.bytes_sent
@@ -136,7 +136,7 @@ class Network:
             return done.succeed()
         self.in_flight += sending.count
         number = self._numbered = self._numbered + 1
-        self._sendings[number] = [done, sending.count, sending]
+        self._sendings[number] = [done, sending.count, sending, label]
         for latency, count in sending.instant:
             env.timeout(latency).callbacks.append(lambda _, c=count: self._arrive(number, c))
         for group in sending.groups:
@@ -220,10 +220,10 @@ class Network:
     def _trace(self, indices, now):
         table = self.table
         for i in indices.tolist():
-            sending = self._sendings[int(table.owner[i])][2]
+            _, _, sending, label = self._sendings[int(table.owner[i])]
             row = int(table.row[i])
             src, dst, nbytes = sending.moves[row]
-            self.trace.transfer(Flow(sending.routes[row], float(nbytes), None, label=sending.label,
+            self.trace.transfer(Flow(sending.routes[row], float(nbytes), None, label=label,
                                      started=float(table.started[i]), src=src, dst=dst), now)
 
 
