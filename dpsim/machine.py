@@ -43,6 +43,11 @@ from .symmetry import AllPairs
 from .vocabulary import MIB
 
 
+def max_bytes(moves) -> float:
+    """The largest message among (src, dst, nbytes) moves."""
+    return max((n for _, _, n in moves), default=0)
+
+
 def pipelined(transfer, add, message, segment):
     """A receive-and-add step: transfer, then add (segment = 0, the textbook step), or in
     k = ceil(message / segment) segments, each added while the next travels (sync.segment_mib):
@@ -77,6 +82,8 @@ class Machine:
         self.segment = segment_bytes  # pipeline segment of send_reduce; 0 = the textbook step
         self.flops_per_s = flops_per_s  # what the codec's matrix products reach (PowerSGD)
         self.p2p = p2p              # False: GPU to GPU inside a node is two copies through host memory
+        self._memo = {}             # (function, id of a list) -> (the list, a copy, the function's value)
+        self._sendings = {}         # (id of a list of moves, ...) -> (the list, a copy, its network.Sending)
 
     @classmethod
     def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
@@ -104,6 +111,23 @@ class Machine:
             return self._gamma["host"]
         return self._gamma["gpu"] * self.sharing
 
+    def _slowest(self, endpoints) -> float:
+        """The largest seconds per byte reduced among `endpoints` (0 for none)."""
+        return self._kept(lambda es: max(map(self.gamma, es), default=0.0), endpoints)
+
+    def _kept(self, compute, items):
+        """compute(items), remembered for a list a strategy passes again unchanged (every step of
+        a phase passes the same list: this keeps the detailed path's cost per step off its length)."""
+        if not isinstance(items, list):
+            return compute(items)
+        key = (compute.__code__, id(items))
+        kept = self._memo.get(key)
+        if kept is None or kept[0] is not items or kept[1] != items:
+            if len(self._memo) >= 256:
+                self._memo.clear()
+            kept = self._memo[key] = (items, list(items), compute(items))
+        return kept[2]
+
     def route(self, src, dst, staged):
         return self.cluster.route(src, dst, staged and src.startswith("gpu") and dst.startswith("gpu"))
 
@@ -129,11 +153,29 @@ class Machine:
 
     def _send(self, moves, label, staged):
         overhead = self.message_overhead(staged)
+        if self.p2p and not (staged and self.trace is not None):
+            return self.net.send(self._sending(moves, staged, overhead), label)
         events = [self.env.process(self._bounce(s, d, n, label)) if self._bounces(s, d, staged) else
                   self.net.transfer(self.route(s, d, staged), s, d, n, label, overhead) for s, d, n in moves]
         if staged and self.trace is not None:
             self._trace_staging(moves, events, overhead)
         return self.env.all_of(events)
+
+    def _sending(self, moves, staged, overhead):
+        """The step's transfers as a network.Sending, made once per list of moves (a strategy
+        sends the same list at every step of a phase) and kept while that list is unchanged;
+        an AllPairs or a tuple is kept by its value."""
+        by_value = isinstance(moves, (AllPairs, tuple))
+        key = (moves if by_value else id(moves), staged, overhead)
+        kept = self._sendings.get(key)
+        if kept is not None and (by_value or (kept[0] is moves and kept[1] == moves)):
+            return kept[2]
+        listed = list(moves)
+        sending = self.net.sending(listed, [self.route(s, d, staged) for s, d, _ in listed], overhead)
+        if len(self._sendings) >= 64:
+            self._sendings.clear()
+        self._sendings[key] = (moves, listed, sending)
+        return sending
 
     def _bounces(self, src, dst, staged) -> bool:
         """Peer-to-peer off (cluster.p2p = false): a direct GPU-to-GPU message inside a node
@@ -179,7 +221,7 @@ class Machine:
     def reduce(self, endpoints, nbytes, label="reduce"):
         """Each endpoint adds nbytes of incoming data into its own, all at once."""
         now = self.env.now
-        seconds = max((self.gamma(e) * nbytes for e in endpoints), default=0.0)
+        seconds = self._slowest(endpoints) * nbytes
         if self.trace is not None:
             for e in endpoints:
                 self.trace.span(e, label, now, now + self.gamma(e) * nbytes)
@@ -194,13 +236,11 @@ class Machine:
         if not self.segment:
             yield self.reduce(endpoints, nbytes)
             return
-        adds = {e: self.gamma(e) * nbytes for e in endpoints}
-        message = moves.nbytes if isinstance(moves, AllPairs) else max((n for _, _, n in moves), default=0)
-        end = start + pipelined(self.env.now - start, max(adds.values(), default=0.0),
-                                         message, self.segment)
+        message = moves.nbytes if isinstance(moves, AllPairs) else self._kept(max_bytes, moves)
+        end = start + pipelined(self.env.now - start, self._slowest(endpoints) * nbytes, message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on
-            for e, seconds in adds.items():
-                self.trace.span(e, "reduce", end - seconds, end)
+            for e in endpoints:
+                self.trace.span(e, "reduce", end - self.gamma(e) * nbytes, end)
         yield self.env.timeout(end - self.env.now)
 
     def kernel(self, endpoints, label, bytes_touched, launches=1, flops=0.0, library=False):

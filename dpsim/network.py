@@ -11,20 +11,27 @@ transfers through that channel are frozen at its fair share, and the rest keep g
 chose it because it is what TCP flows and PCIe/NVLink arbitration approximate in steady state,
 because it never over-commits a channel, and because a transfer that is slowed elsewhere
 leaves its unused share to the others (plain "divide by the number of users" would waste it).
-Rates are recomputed whenever a transfer starts or ends; between those moments every rate is
+Rates change only when a transfer starts or ends; between those moments every rate is
 constant, so the simulation is exact for this fluid model, not time-stepped.
 
-Cost: every start or finish (transfers starting or ending at the same instant count once)
-recomputes all rates, O(E log E) for E = (transfers in flight) x (hops per route).
-The fast path (dpsim.replay) watches the transfers through one hook, `Network.observer`.
+Cost: transfers starting or ending at the same instant count as one change, and a change
+recomputes only the rates it can reach (dpsim.maxmin: the connected component of the
+channels touched, vectorised). One timer stands for the next transfer to finish. The
+transfers of one step (`Network.send` of a `Sending`) are started, finished and waited for
+as a group: one SimPy event per distinct latency and one for the last arrival, not one per
+transfer. The fast path (dpsim.replay) watches the transfers through one hook, `Network.observer`.
 """
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+
+import numpy as np
+
+from .maxmin import FlowTable, fill
 
 
 @dataclass(eq=False)
 class Channel:
-    """One direction of a link: bandwidth in bytes/s, latency in seconds."""
+    """One direction of a link: bandwidth in bytes/s, latency in seconds; bytes_carried, the
+    bytes of the transfers that crossed it (booked when nothing is left in flight)."""
     name: str
     bandwidth: float
     latency: float
@@ -33,6 +40,7 @@ class Channel:
 
 @dataclass(eq=False)
 class Flow:
+    """One transfer as share_bandwidth and the trace see it."""
     route: list
     size: float
     done: object                       # SimPy event, succeeded when the last byte arrives
@@ -45,124 +53,188 @@ class Flow:
     weight: int = 1                    # identical transfers this flow stands for (dpsim.symmetry)
 
 
+class Sending:
+    """The transfers of one step, started together: made once, sent as often as the step comes.
+    moves: (src, dst, nbytes); routes: a list of channels each; `overhead`: software seconds
+    added to every route's latency; `weights`: how many identical transfers each stands for."""
+
+    def __init__(self, table, moves, routes, overhead=0.0, weights=None):
+        self.moves, self.routes = moves, routes
+        self.count = len(moves)
+        self.log = [(src, route, nbytes) for (src, _, nbytes), route in zip(moves, routes)]
+        self.sources, self.sizes = [m[0] for m in moves], [m[2] for m in moves]
+        self.distinct_sources = len(set(self.sources)) == len(moves)
+        weights = weights or [1] * len(moves)
+        by_latency = {}
+        for i, ((_, _, nbytes), route) in enumerate(zip(moves, routes)):
+            numbers, latency = table.route(route)
+            by_latency.setdefault((latency + overhead, bool(route) and nbytes > 0), []).append(i)
+        self.instant = [(latency, len(rows)) for (latency, flows), rows in by_latency.items() if not flows]
+        self.groups = [self._group(table, latency, rows, weights)
+                       for (latency, flows), rows in by_latency.items() if flows]
+
+    def _group(self, table, latency, rows, weights):
+        numbers = [table.route(self.routes[i])[0] for i in rows]
+        width = max(map(len, numbers))
+        hops = np.array([n + [0] * (width - len(n)) for n in numbers], dtype=np.int64)
+        return Group(latency, hops, np.array([float(weights[i]) for i in rows]),
+                     np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), table.capacity)
+
+
+class Group:
+    """The flows of a Sending that start together (the same latency): their hops as channel
+    numbers, weights, sizes, rows in the Sending; the channels they cross; `alone`, their rates
+    if no other flow shares a channel with them (None where two of them share one)."""
+
+    def __init__(self, latency, hops, weight, size, rows, capacity):
+        self.latency, self.hops, self.weight, self.size, self.rows = latency, hops, weight, size, rows
+        self.channels, counts = np.unique(hops[hops != 0], return_counts=True)
+        self.alone = capacity[hops].min(axis=1) / weight if counts.max() <= 1 else None
+
+
 class Network:
     def __init__(self, env, trace=None):
         self.env = env
         self.trace = trace
-        self.flows: list[Flow] = []
+        self.table = FlowTable()  # the transfers whose bytes are flowing, with their rates
+        self._sendings = {}       # number -> [event, transfers not yet arrived, Sending, label]
+        self._numbered = 0
         self._last = 0.0          # time the flows' `remaining` was last brought up to date
         self._generation = 0      # invalidates the completion timer of an older rate set
+        self._touched = []        # channel numbers where flows finished since the last reshare
+        self._started = []        # (first row, packs, Group) of the flows started since then
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
         self.in_flight = 0        # transfers started and not yet arrived
         self.observer = None      # called observer(src, route, nbytes) as each transfer starts (dpsim.replay)
 
+    def sending(self, moves, routes, overhead=0.0, weights=None) -> Sending:
+        return Sending(self.table, moves, routes, overhead, weights)
+
     def transfer(self, route, src, dst, nbytes, label="", overhead=0.0, weight=1):
         """Start moving nbytes from src to dst along route; return an event for its arrival.
         `overhead`: software seconds added to the route's latency (a library call, a copy).
-        `weight`: this flow stands for that many identical ones (see share_bandwidth)."""
+        `weight`: this flow stands for that many identical ones (see dpsim.maxmin)."""
+        return self.send(self.sending([(src, dst, nbytes)], [route], overhead, [weight]), label)
+
+    def send(self, sending: Sending, label=""):
+        """Start every transfer of `sending`; return an event for when the last has arrived.
+        `label`: what the trace calls them."""
         env = self.env
         done = env.event()
-        self.bytes_sent[src] = self.bytes_sent.get(src, 0.0) + nbytes
-        self.in_flight += 1
+        sent = self.bytes_sent
+        get = sent.get
+        if sending.distinct_sources:          # one addition per key: the same sums as one by one
+            sent.update(zip(sending.sources, [get(s, 0.0) + n for s, n in zip(sending.sources, sending.sizes)]))
+        else:
+            for src, nbytes in zip(sending.sources, sending.sizes):
+                sent[src] = get(src, 0.0) + nbytes
         if self.observer is not None:
-            self.observer(src, route, nbytes)
-        latency = sum(ch.latency for ch in route) + overhead
-        if not route or nbytes <= 0:
-            env.timeout(latency).callbacks.append(lambda _: self._arrive(done))
-            return done
-        flow = Flow(route, float(nbytes), done, float(nbytes), label=label, src=src, dst=dst, weight=weight)
-        env.timeout(latency).callbacks.append(lambda _: self._start(flow))
+            for entry in sending.log:
+                self.observer(*entry)
+        if not sending.count:
+            return done.succeed()
+        self.in_flight += sending.count
+        number = self._numbered = self._numbered + 1
+        self._sendings[number] = [done, sending.count, sending, label]
+        for latency, count in sending.instant:
+            env.timeout(latency).callbacks.append(lambda _, c=count: self._arrive(number, c))
+        for group in sending.groups:
+            env.timeout(group.latency).callbacks.append(lambda _, g=group: self._start(number, g))
         return done
 
-    def _arrive(self, done):
-        self.in_flight -= 1
-        done.succeed()
+    def _arrive(self, number, count):
+        self.in_flight -= count
+        if not self.in_flight:
+            self.table.book()
+        entry = self._sendings[number]
+        entry[1] -= count
+        if entry[1] == 0:
+            del self._sendings[number]
+            entry[0].succeed()
 
     # -- the fluid model
     def _advance(self):
         dt = self.env.now - self._last
         if dt > 0:
-            for f in self.flows:
-                f.remaining -= f.rate * dt
+            self.table.advance(dt)
         self._last = self.env.now
 
-    def _start(self, flow):
+    def _start(self, number, group):
         self._advance()
-        flow.started = self.env.now
-        self.flows.append(flow)
+        table, packs = self.table, self.table.packs
+        first = table.add(group.hops, group.weight, group.size, number, group.rows, self.env.now)
+        if table.packs != packs:             # rows renumbered: the pending timer's row is stale
+            self._generation += 1
+        self._started.append((first, table.packs, group))
         if not self._reshare_pending:        # transfers starting at the same instant share one recompute
             self._reshare_pending = True
             self.env.timeout(0).callbacks.append(lambda _: self._reshare())
 
     def _reshare(self):
+        """New rates where flows started or finished since the last call (dpsim.maxmin): a
+        group that started on channels of its own gets its rates alone, the rest are
+        recomputed in their component; then the timer for the next flow to finish."""
         self._reshare_pending = False
-        self._advance()
-        share_bandwidth(self.flows)
-        self._generation += 1
-        if not self.flows:
+        if not (self._touched or self._started):
             return
-        first = min(self.flows, key=lambda f: f.remaining / f.rate)
+        self._advance()
+        table = self.table
+        for first, packs, group in self._started:
+            if packs != table.packs or not table.settle_alone(first, group):
+                self._touched.append(group.channels)
+        if self._touched:
+            table.reshare(np.concatenate(self._touched))
+        self._touched, self._started = [], []
+        self._generation += 1
+        if not table.alive:
+            return
+        first, seconds = table.next_finish()
         gen = self._generation
-        delay = max(first.remaining / first.rate, 0.0)
-        self.env.timeout(delay).callbacks.append(lambda _: self._finish(gen, first))
+        self.env.timeout(max(seconds, 0.0)).callbacks.append(lambda _: self._finish(gen, first))
 
     def _finish(self, gen, first):
         if gen != self._generation:          # rates changed since this timer was set
             return
         self._advance()
+        table, now = self.table, self.env.now
         # The flow the timer was set for is done, even if rounding left it a few bytes (a tiny
         # delay added to a large clock can vanish); so is any other within a picosecond of done.
-        first.remaining = 0.0
-        slack = max(1e-12, self.env.now * 1e-12)
-        finished, running = [], []
-        for f in self.flows:
-            (finished if f.remaining <= 1e-9 * f.size + f.rate * slack else running).append(f)
-        self.flows = running
-        for f in finished:
-            for ch in f.route:
-                ch.bytes_carried += f.size
-            if self.trace is not None:
-                self.trace.transfer(f, self.env.now)
-            self._arrive(f.done)
+        table.remaining[first] = 0.0
+        slack = max(1e-12, now * 1e-12)
+        used = slice(0, table.used)
+        rows = np.flatnonzero(table.remaining[used] <= 1e-9 * table.size[used] + table.rate[used] * slack)
+        if self.trace is not None:
+            self._trace(rows, now)
+        owners = table.owner[rows]
+        self._touched.append(table.hops[rows].ravel())
+        table.remove(rows)
+        self._generation += 1
+        if owners[0] == owners[-1] and (len(owners) < 3 or (owners == owners[0]).all()):
+            self._arrive(int(owners[0]), len(owners))
+        else:
+            for number, count in zip(*(a.tolist() for a in np.unique(owners, return_counts=True))):
+                self._arrive(number, count)
         self._reshare()
+
+    def _trace(self, indices, now):
+        table = self.table
+        for i in indices.tolist():
+            _, _, sending, label = self._sendings[int(table.owner[i])]
+            row = int(table.row[i])
+            src, dst, nbytes = sending.moves[row]
+            self.trace.transfer(Flow(sending.routes[row], float(nbytes), None, label=label,
+                                     started=float(table.started[i]), src=src, dst=dst), now)
 
 
 def share_bandwidth(flows):
-    """Max-min fair rates by progressive filling; sets flow.rate for every flow.
-
-    Every channel's fair share is (capacity left) / (unfrozen flows crossing it). The channel
-    with the smallest share fills first: its flows are frozen at that share, which lowers the
-    capacity and the count of the other channels they cross. A heap keeps the channels in
-    order of share; an entry made stale by such a change is skipped when it comes up.
-
-    A flow of weight w counts as w flows on every channel it crosses (and a channel it crosses
-    twice, twice): dpsim.symmetry lets one flow stand for a class of identical ones."""
-    crossing = {}                                   # channel -> flows crossing it
-    users = {}                                      # channel -> unfrozen flows crossing it, weighted
-    for f in flows:
-        for ch in f.route:
-            crossing.setdefault(ch, []).append(f)
-            users[ch] = users.get(ch, 0) + f.weight
-    left = {ch: ch.bandwidth for ch in crossing}    # capacity not yet given to frozen flows
-    order = {ch: i for i, ch in enumerate(crossing)}   # ties go to the channel seen first
-    heap = [(ch.bandwidth / users[ch], order[ch], ch) for ch in crossing]
-    heapify(heap)
-    frozen = set()
-    while heap:
-        share, _, bottleneck = heappop(heap)
-        if users[bottleneck] == 0 or share != left[bottleneck] / users[bottleneck]:
-            continue                                # stale entry
-        share = max(share, 1e-9 * bottleneck.bandwidth)
-        changed = set()
-        for f in crossing[bottleneck]:
-            if f not in frozen:
-                frozen.add(f)
-                f.rate = share
-                for ch in f.route:
-                    left[ch] -= share * f.weight
-                    users[ch] -= f.weight
-                    changed.add(ch)
-        for ch in changed:
-            if users[ch] > 0:
-                heappush(heap, (left[ch] / users[ch], order[ch], ch))
+    """Max-min fair rates of `flows` (dpsim.maxmin.fill); sets flow.rate for every flow.
+    A flow of weight w counts as w flows on every channel it crosses."""
+    numbers = {}
+    routes = [[numbers.setdefault(ch, len(numbers) + 1) for ch in f.route] for f in flows]
+    hops = np.zeros((len(flows), max(map(len, routes), default=0)), dtype=np.int64)
+    for k, route in enumerate(routes):
+        hops[k, :len(route)] = route
+    capacity = np.array([np.inf] + [ch.bandwidth for ch in numbers], dtype=float)
+    for f, rate in zip(flows, fill(hops, np.array([float(f.weight) for f in flows]), capacity)):
+        f.rate = float(rate)
