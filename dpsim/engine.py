@@ -120,11 +120,11 @@ class Engine:
             ready = backward_start + software.cycle_start((bucket.ready_s if s.overlap else w.backward_s) * slowest, s)
             if ready > env.now:
                 yield env.timeout(ready - env.now)
-            start, sent = env.now, self.net.bytes_sent.get(self.ranks[0], 0.0)
+            start, sent = env.now, self.machine.sent(self.ranks[0])
             if self.call_s:
                 yield env.timeout(bucket.calls * self.call_s)
             yield from allreduce(self.machine, self.ranks, bucket.nbytes)
-            self.syncing.append((start, env.now, self.net.bytes_sent.get(self.ranks[0], 0.0) - sent))
+            self.syncing.append((start, env.now, self.machine.sent(self.ranks[0]) - sent))
 
     def _contention(self, backward_start, factors, phases):
         """Stretch backward by what the syncs it overlapped took from it (dpsim.contention)."""
@@ -245,12 +245,13 @@ class Engine:
             for k in range(warmup):
                 yield from self.iteration(k, scratch)
                 self._report(k + 1, warmup + measured)
-            start, sent_before = self.env.now, dict(self.net.bytes_sent)
+            start, sent_before = self.env.now, dict(self.machine.bytes_sent())
             phases = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup, warmup + measured):
                 yield from self.iteration(k, phases)
                 self._report(k + 1, warmup + measured)
-            sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
+            sent_now = self.machine.bytes_sent()
+            sent = [sent_now.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
             out.append(Run((self.env.now - start) / measured, {k: v / measured for k, v in phases.items()},
                            sum(sent) / len(sent) / measured))
 
