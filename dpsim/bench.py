@@ -20,11 +20,13 @@ Wall times depend on the machine and its load; compare the two paths within one 
 
 `--strategies all` (or a list of STRATEGIES' names) runs the same cases with each way of
 synchronising instead, one child process per run, stopped after `--limit` seconds (default
-60) and reported as "> 60 s": a table of CPU seconds per strategy and GPU count, and for
-cases up to `--detailed-max` GPUs the detailed path's time, speed-up and difference.
+60) and reported as "> 60 s": a table of CPU seconds and peak memory (the child's maximum
+resident set size, ru_maxrss, in MiB) per strategy and GPU count, and for cases up to
+`--detailed-max` GPUs the detailed path's time, speed-up and difference.
 """
 import argparse
 import json
+import resource
 import time
 
 from . import workload
@@ -40,6 +42,10 @@ STRATEGIES = {
     "sharded-ps": {"sync.strategy": "sharded-ps"}, "hierarchical": {"sync.strategy": "hierarchical"},
     "dataparallel": {"sync.strategy": "dataparallel"},
     "1bit": {"sync.compression": "1bit"}, "fp16": {"sync.compression": "fp16"},
+    "double-tree": {"sync.strategy": "double-tree"}, "torus2d": {"sync.strategy": "torus2d"},
+    "byteps": {"sync.strategy": "byteps"}, "zero1": {"sync.strategy": "zero1"}, "zero2": {"sync.strategy": "zero2"},
+    "zero3": {"sync.strategy": "zero3"}, "powersgd": {"sync.compression": "powersgd"},
+    "topk": {"sync.compression": "topk"},
 }
 
 
@@ -90,7 +96,8 @@ def bench(gpus: int, detailed_max: int = 64) -> dict:
 def _one(gpus, strategy, fast, out):
     try:
         sc = scenario(gpus).with_overrides(STRATEGIES[strategy])
-        out.put(timed_run(sc, fast=fast))
+        row = timed_run(sc, fast=fast)
+        out.put({**row, "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     except Exception as e:                       # a strategy that does not apply to this cluster
         out.put({"error": str(e).splitlines()[0]})
 
@@ -125,15 +132,16 @@ def with_detailed(row, limit_s):
 
 def print_strategies(rows, cases):
     print("each strategy, ResNet-50, 25 MiB buckets, 10 iterations; V100, 8 per node, nvlink2 inside, "
-          "ib-edr between nodes; CPU seconds of one run (path: fast = rounds replayed)")
-    print(f"{'strategy':>20} " + " ".join(f"{g:>16,} GPUs" for g in cases))
+          "ib-edr between nodes; CPU seconds of one run, its peak memory (MiB, the child's ru_maxrss), "
+          "path (fast = rounds replayed)")
+    print(f"{'strategy':>20} " + " ".join(f"{g:>22,} GPUs" for g in cases))
     for name in dict.fromkeys(r["strategy"] for r in rows):
         cells = []
         for g in cases:
             r = next(x for x in rows if x["strategy"] == name and x["gpus"] == g)
             cells.append(f"> {r['limit_s']:.0f} s" if r["timed_out"] else "error" if "error" in r
-                         else f"{r['cpu_s']:.2f} s {r['path']}")
-        print(f"{name:>20} " + " ".join(f"{c:>21}" for c in cells))
+                         else f"{r['cpu_s']:.2f} s {r['max_rss_mib']:,.0f} MiB {r['path']}")
+        print(f"{name:>20} " + " ".join(f"{c:>27}" for c in cells))
     for r in rows:
         if "error" in r:
             print(f"  {r['strategy']} on {r['gpus']} GPUs: {r['error']}")

@@ -37,6 +37,7 @@ class Replay:
         self.disturbed = False      # another process sent while a replay owned the network
         self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
         self.replayed = 0           # rounds and steps replayed instead of simulated
+        self.symmetric_steps = 0    # steps simulated one flow per kind (dpsim.symmetry)
         net.observer = self._saw
 
     def _saw(self, src, route, nbytes):
@@ -95,6 +96,7 @@ class Replay:
         time (dpsim.symmetry), then one wait of those seconds, its bytes owed at its end."""
         if key not in self.steps:
             seconds, tally = measure()
+            self.symmetric_steps += 1
             self.steps[key] = (seconds, lambda: self._book_tally(tally))
         return self._wait(*self.steps[key])
 

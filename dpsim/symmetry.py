@@ -104,14 +104,26 @@ class Star:
 
 def shifted(cluster, pairs):
     """The (src, dst) pairs leaving node 0, in their order, if renumbering every node k as
-    k + 1 (the last as 0) maps the pairs onto themselves (counted with repeats), else None."""
-    g, n = cluster.gpus_per_node, len(cluster.gpus)
-    if not all(s.startswith("gpu") and d.startswith("gpu") for s, d in pairs):
+    k + 1 (the last as 0) maps the pairs onto themselves (counted with repeats), else None.
+    The ends are GPUs or hosts."""
+    if not all(e.startswith(("gpu", "host")) for pair in pairs for e in pair):
         return None
-    index = [(int(s[3:]), int(d[3:])) for s, d in pairs]
-    if Counter(((s + g) % n, (d + g) % n) for s, d in index) != Counter(index):
+    n = cluster.nodes
+    where = [tuple((cluster.home(e), cluster.local(e)) for e in pair) for pair in pairs]
+    moved = Counter(tuple(((k + 1) % n, local) for k, local in ends) for ends in where)
+    if moved != Counter(where):
         return None
-    return tuple(pair for pair, (s, _) in zip(pairs, index) if s < g)
+    return tuple(pair for pair, ends in zip(pairs, where) if ends[0][0] == 0)
+
+
+def alike(machine, token, pairs, nbytes):
+    """The step of the (src, dst) `pairs()`, nbytes each: an Alike step if shifting the nodes
+    maps it onto itself (checked once per `token` and run, in Machine.memo), else the list."""
+    if token not in machine.memo:
+        machine.memo[token] = shifted(machine.cluster, pairs())
+    first = machine.memo[token]
+    every = lambda: [(s, d, nbytes) for s, d in pairs()]
+    return every() if first is None else Alike(("shift", first, nbytes), [(s, d, nbytes) for s, d in first], every)
 
 
 def paired(cluster, ranks, p, distance, nbytes):

@@ -15,21 +15,25 @@ but the additions run on CPUs and the GPUs only reduce inside their node.
 TensorFlow 1.x's distributed_replicated is the same design with gRPC as the transport and the
 pull before the next forward (sync.ps_pull = "before-forward").
 Cost across nodes: 2 alpha_e + 2 (N-1)/N m / (k B_e)  +  N m/N gamma_host per server.
+Every node pushes and pulls alike (node k's GPU l to node k + l + 1's server): one
+dpsim.symmetry.Alike step each, simulated one flow per kind.
 """
+from ..symmetry import alike
 from . import ring
 
 
-def _push_moves(cluster, nbytes):
+def _push_pairs(cluster):
     """GPU l of node k pushes its m/g to the server on node (k + l + 1) mod N."""
-    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
-    n, shard = len(nodes), nbytes / len(nodes[0])
-    return nodes, [(gpu, f"host{(k + l + 1) % n}", shard) for k, node in enumerate(nodes) for l, gpu in enumerate(node)]
+    n = cluster.nodes
+    return [(gpu, f"host{(k + l + 1) % n}") for k, node in enumerate(cluster.node_groups) for l, gpu in enumerate(node)]
 
 
 def pull(machine, ranks, nbytes):
     """Steps 4 and 5: every GPU fetches the summed partitions, then the node all-gathers."""
-    nodes, push = _push_moves(machine.cluster, nbytes)
-    yield machine.send([(dst, src, b) for src, dst, b in push], "pull")
+    cluster = machine.cluster
+    nodes, shard = cluster.node_groups, nbytes / cluster.gpus_per_node
+    pairs = lambda: [(dst, src) for src, dst in _push_pairs(cluster)]
+    yield machine.send(alike(machine, "byteps-pull", pairs, shard), "pull")
     if len(nodes[0]) > 1:
         yield from ring.all_gather(machine, nodes, nbytes)
 
@@ -38,10 +42,10 @@ def allreduce(machine, ranks, nbytes, with_pull=True):
     """with_pull False (sync.ps_pull = "before-forward"): steps 1-3 only; the engine pulls
     before the next forward, as TensorFlow 1.x's distributed_replicated reads its variables."""
     cluster = machine.cluster
-    nodes, push = _push_moves(cluster, nbytes)
+    nodes, shard = cluster.node_groups, nbytes / cluster.gpus_per_node
     if len(nodes[0]) > 1:
         yield from ring.reduce_scatter(machine, nodes, nbytes)
-    yield machine.send(push, "push")
+    yield machine.send(alike(machine, "byteps-push", lambda: _push_pairs(cluster), shard), "push")
     yield machine.reduce(cluster.hosts, nbytes)
     if with_pull:
         yield from pull(machine, ranks, nbytes)
