@@ -108,12 +108,13 @@ def shifted(cluster, pairs):
     The ends are GPUs or hosts."""
     if not all(e.startswith(("gpu", "host")) for pair in pairs for e in pair):
         return None
-    n = cluster.nodes
-    where = [tuple((cluster.home(e), cluster.local(e)) for e in pair) for pair in pairs]
-    moved = Counter(tuple(((k + 1) % n, local) for k, local in ends) for ends in where)
-    if moved != Counter(where):
+    g, n = cluster.gpus_per_node, len(cluster.gpus)
+    place = lambda e: int(e[3:]) if e[0] == "g" else n + int(e[4:])      # GPUs, then hosts
+    step = lambda i: (i + g) % n if i < n else n + (i - n + 1) % cluster.nodes
+    where = [(place(s), place(d)) for s, d in pairs]
+    if Counter((step(s), step(d)) for s, d in where) != Counter(where):
         return None
-    return tuple(pair for pair, ends in zip(pairs, where) if ends[0][0] == 0)
+    return tuple(pair for pair, (s, _) in zip(pairs, where) if s < g or s == n)
 
 
 def alike(machine, token, pairs, nbytes):
