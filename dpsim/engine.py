@@ -28,8 +28,9 @@ path, so its parts add up to the iteration time:
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
-replay the rest, a step seen before is replayed from memory, and an all-to-all among every GPU
-is one flow per kind of transfer (dpsim.replay, dpsim.symmetry). `Engine(sc, fast=False)`
+replay the rest, a step seen before is replayed from memory, and a step whose nodes all do the
+same (an all-to-all, a ring step, a doubling exchange, a parameter server's gather) is one flow
+per kind of transfer, its bytes booked when read (dpsim.replay, dpsim.symmetry, dpsim.ledger). `Engine(sc, fast=False)`
 simulates every transfer instead (the detailed path); both give the same results up to
 rounding, and a run whose replay turned out to share the network is redone on the detailed
 path by itself (Engine.settled). `python -m dpsim.bench` measures both.

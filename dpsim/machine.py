@@ -32,8 +32,10 @@ left out (a segment of 1 MiB costs ~100x its latency on any of dpsim's links).
 
 The fast path (`fast=True`, the default, and no trace): a collective made of identical rounds
 (the 2(n-1) steps of a ring) is simulated one round in detail and the other rounds are one wait
-of the same length; a step seen before is one wait of its remembered time. dpsim.replay says
-exactly when that is exact and how a run that breaks the conditions is redone.
+of the same length; a step seen before is one wait of its remembered time; a step whose nodes
+all do the same (dpsim.symmetry's shapes) is timed one flow per kind. dpsim.replay says
+exactly when that is exact and how a run that breaks the conditions is redone. The bytes of
+symmetric steps are booked when read: Machine.sent, bytes_sent and settle (dpsim.ledger).
 """
 import math
 

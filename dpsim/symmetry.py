@@ -139,11 +139,12 @@ def paired(cluster, ranks, p, distance, nbytes):
 
 
 def takes_whole(step, cluster) -> bool:
-    """Whether `step` is a shape above that this cluster's symmetry covers."""
+    """Whether `step` is a shape above that this cluster's symmetry covers. On one node an
+    Alike or Star step is its own representatives: it is simulated as it is."""
     if isinstance(step, Alike):
-        return True
+        return cluster.nodes > 1
     if isinstance(step, (AllPairs, Star)) and list(step.ranks) == cluster.gpus:
-        return not isinstance(step, Star) or step.server in ("gpu0", "host0")
+        return not isinstance(step, Star) or (step.server in ("gpu0", "host0") and cluster.nodes > 1)
     return False
 
 

@@ -252,3 +252,25 @@ def test_bytes_of_replayed_steps_are_owed_until_read():
     assert eng.machine.sent("gpu5") == pytest.approx(expected, rel=1e-12)
     eng.machine.settle()
     assert eng.net.bytes_sent == pytest.approx({g: expected for g in eng.cluster.gpus}, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["ring", "hierarchical", "halving-doubling", "ps", "sharded-ps", "1bit", "byteps"])
+def test_flows_simulated_do_not_grow_with_the_nodes(name, monkeypatch):
+    """Symmetric steps simulate node 0's flows (and node 1's), whatever the number of nodes: the
+    flow-channel crossings handed to share_bandwidth at 256 nodes are less than twice those at
+    32 (8 times the GPUs; what grows is the doubling's log2 n steps and how many times the
+    rates change as flows finish), where every transfer simulated would be 8 times or more."""
+    crossings = []
+    for gpus in (256, 2048):
+        counted = 0
+
+        def count(flows, share=network.share_bandwidth):
+            nonlocal counted
+            counted += sum(len(f.route) for f in flows)
+            share(flows)
+        monkeypatch.setattr(network, "share_bandwidth", count)
+        eng = Engine(bench_scenario(gpus).with_overrides({"training.iterations": 1, **bench.STRATEGIES[name]}))
+        eng.run()
+        monkeypatch.undo()
+        crossings.append(counted)
+    assert 0 < crossings[1] < 2 * crossings[0], crossings
