@@ -109,6 +109,14 @@ class Cluster:
             return int(endpoint[4:])
         return int(endpoint[3:]) // self.gpus_per_node
 
+    def home(self, endpoint: str):
+        """The node any endpoint is part of (GPU, host, PCIe switch, NIC, NVSwitch); None for "net"."""
+        if endpoint == "net":
+            return None
+        if endpoint.startswith("gpu"):
+            return int(endpoint[3:]) // self.gpus_per_node
+        return int(endpoint.split(".")[0].lstrip("abcdefghijklmnopqrstuvwxyz"))
+
     def nic_of(self, endpoint: str) -> int:
         """The NIC a GPU's inter-node traffic uses (NIC 0 for the host's own)."""
         if not endpoint.startswith("gpu"):
@@ -132,6 +140,16 @@ class Cluster:
     def gpus_of_node(self, k: int) -> list[str]:
         g = self.gpus_per_node
         return self.gpus[k * g:(k + 1) * g]
+
+    @cached_property
+    def node_groups(self) -> list[list[str]]:
+        """Every node's GPUs, node by node (one list, kept: the rings inside the nodes)."""
+        return [self.gpus_of_node(k) for k in range(self.nodes)]
+
+    @cached_property
+    def local_groups(self) -> list[list[str]]:
+        """For each local number l, GPU l of every node (the rings across the nodes)."""
+        return [[node[l] for node in self.node_groups] for l in range(self.gpus_per_node)]
 
     # -- routes
     def route(self, src: str, dst: str, staged: bool = False) -> list[Channel]:

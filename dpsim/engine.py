@@ -28,8 +28,9 @@ path, so its parts add up to the iteration time:
   update          the optimizer step on the GPUs
 
 Speed: collectives made of identical rounds (ring, hierarchical) simulate one round and
-replay the rest, a step seen before is replayed from memory, and an all-to-all among every GPU
-is one flow per kind of transfer (dpsim.replay, dpsim.symmetry). `Engine(sc, fast=False)`
+replay the rest, a step seen before is replayed from memory, and a step whose nodes all do the
+same (an all-to-all, a ring step, a doubling exchange, a parameter server's gather) is one flow
+per kind of transfer, its bytes booked when read (dpsim.replay, dpsim.symmetry, dpsim.ledger). `Engine(sc, fast=False)`
 simulates every transfer instead (the detailed path); both give the same results up to
 rounding, and a run whose replay turned out to share the network is redone on the detailed
 path by itself (Engine.settled). `python -m dpsim.bench` measures both.
@@ -123,11 +124,11 @@ class Engine:
             ready = backward_start + software.cycle_start((bucket.ready_s if s.overlap else w.backward_s) * slowest, s)
             if ready > env.now:
                 yield env.timeout(ready - env.now)
-            start, sent = env.now, self.net.bytes_sent.get(self.ranks[0], 0.0)
+            start, sent = env.now, self.machine.sent(self.ranks[0])
             if self.call_s:
                 yield env.timeout(bucket.calls * self.call_s)
             yield from allreduce(self.machine, self.ranks, bucket.nbytes)
-            self.syncing.append((start, env.now, self.net.bytes_sent.get(self.ranks[0], 0.0) - sent))
+            self.syncing.append((start, env.now, self.machine.sent(self.ranks[0]) - sent))
 
     def _contention(self, backward_start, factors, phases):
         """Stretch backward by what the syncs it overlapped took from it (dpsim.contention)."""
@@ -248,12 +249,13 @@ class Engine:
             for k in range(warmup):
                 yield from self.iteration(k, scratch)
                 self._report(k + 1, warmup + measured)
-            start, sent_before = self.env.now, dict(self.net.bytes_sent)
+            start, sent_before = self.env.now, dict(self.machine.bytes_sent())
             phases = dict.fromkeys(BREAKDOWN, 0.0)
             for k in range(warmup, warmup + measured):
                 yield from self.iteration(k, phases)
                 self._report(k + 1, warmup + measured)
-            sent = [self.net.bytes_sent.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
+            sent_now = self.machine.bytes_sent()
+            sent = [sent_now.get(r, 0.0) - sent_before.get(r, 0.0) for r in self.ranks]
             out.append(Run((self.env.now - start) / measured, {k: v / measured for k, v in phases.items()},
                            sum(sent) / len(sent) / measured))
 

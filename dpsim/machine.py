@@ -32,14 +32,16 @@ left out (a segment of 1 MiB costs ~100x its latency on any of dpsim's links).
 
 The fast path (`fast=True`, the default, and no trace): a collective made of identical rounds
 (the 2(n-1) steps of a ring) is simulated one round in detail and the other rounds are one wait
-of the same length; a step seen before is one wait of its remembered time. dpsim.replay says
-exactly when that is exact and how a run that breaks the conditions is redone.
+of the same length; a step seen before is one wait of its remembered time; a step whose nodes
+all do the same (dpsim.symmetry's shapes) is timed one flow per kind. dpsim.replay says
+exactly when that is exact and how a run that breaks the conditions is redone. The bytes of
+symmetric steps are booked when read: Machine.sent, bytes_sent and settle (dpsim.ledger).
 """
 import math
 
 from . import derived, symmetry
 from .replay import Replay
-from .symmetry import AllPairs
+from .symmetry import AllPairs, Alike, Star
 from .vocabulary import MIB
 
 
@@ -69,7 +71,7 @@ class Machine:
                  sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf, p2p=True):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         # fast=False or a trace (which needs every round's spans): simulate every round (the detailed path)
-        self.replay = Replay(env, net) if fast and trace is None else None
+        self.replay = Replay(env, net, cluster) if fast and trace is None else None
         self.gpu_mem_bw = gpu_mem_bw_gbs * 1e9
         self.codec_bw = (codec_gbs or gpu_mem_bw_gbs) * 1e9     # what the codec's kernels reach
         self._gamma = {"gpu": 3 / (gpu_mem_bw_gbs * 1e9), "host": 3 / (host_mem_bw_gbs * 1e9)}
@@ -84,6 +86,7 @@ class Machine:
         self.p2p = p2p              # False: GPU to GPU inside a node is two copies through host memory
         self._memo = {}             # (function, id of a list) -> (the list, a copy, the function's value)
         self._sendings = {}         # (id of a list of moves, ...) -> (the list, a copy, its network.Sending)
+        self.memo = {}              # what strategies found out once per run (ring.shape: id(rings) -> ...)
 
     @classmethod
     def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
@@ -111,10 +114,6 @@ class Machine:
             return self._gamma["host"]
         return self._gamma["gpu"] * self.sharing
 
-    def _slowest(self, endpoints) -> float:
-        """The largest seconds per byte reduced among `endpoints` (0 for none)."""
-        return self._kept(lambda es: max(map(self.gamma, es), default=0.0), endpoints)
-
     def _kept(self, compute, items):
         """compute(items), remembered for a list a strategy passes again unchanged (every step of
         a phase passes the same list: this keeps the detailed path's cost per step off its length)."""
@@ -141,11 +140,34 @@ class Machine:
         staged = self.staging == "host" if staged is None else staged
         replay = self.replay
         if replay is not None and replay.may_replay():
-            if isinstance(moves, AllPairs) and replay.idle() and list(moves.ranks) == self.cluster.gpus and self.p2p:
-                return replay.all_to_all((moves, staged), moves.ranks, moves.nbytes,
-                                         lambda: symmetry.all_to_all(self, moves.nbytes, staged))
+            if self._symmetric(moves):
+                return replay.symmetric((moves, staged), lambda: symmetry.simulate(self, moves, staged))
             return replay.step((tuple(moves), staged), lambda: self._send(moves, label, staged))
         return self._send(moves, label, staged)
+
+    def _symmetric(self, moves) -> bool:
+        """A step dpsim.symmetry can take whole: its shape covers this cluster, and no message
+        bounces through host memory (p2p off). An all-to-all only on an idle network."""
+        if not isinstance(moves, (AllPairs, Alike, Star)) or not self.p2p:
+            return False
+        return symmetry.takes_whole(moves, self.cluster) and (self.replay.idle() or not isinstance(moves, AllPairs))
+
+    def sent(self, endpoint) -> float:
+        """Bytes `endpoint` has sent so far (those of replayed steps included)."""
+        owed = self.replay.ledger.owed_to(endpoint) if self.replay is not None else 0.0
+        return self.net.bytes_sent.get(endpoint, 0.0) + owed
+
+    def bytes_sent(self) -> dict:
+        """Network.bytes_sent with the bytes of every replayed step booked."""
+        if self.replay is not None:
+            self.replay.ledger.settle_sent()
+        return self.net.bytes_sent
+
+    def settle(self):
+        """Book the bytes of every replayed step on Network.bytes_sent and on every channel's
+        bytes_carried (dpsim.ledger: symmetric steps book them when they are read)."""
+        if self.replay is not None:
+            self.replay.ledger.settle()
 
     def message_overhead(self, staged) -> float:
         """Software seconds a message pays on top of its route's latency."""
@@ -221,11 +243,19 @@ class Machine:
     def reduce(self, endpoints, nbytes, label="reduce"):
         """Each endpoint adds nbytes of incoming data into its own, all at once."""
         now = self.env.now
-        seconds = self._slowest(endpoints) * nbytes
+        seconds = self._slowest_gamma(endpoints) * nbytes
         if self.trace is not None:
             for e in endpoints:
                 self.trace.span(e, label, now, now + self.gamma(e) * nbytes)
         return self.env.timeout(seconds)
+
+    def _slowest_gamma(self, endpoints) -> float:
+        """The largest gamma among endpoints (a host's, if any endpoint is a host); every GPU of
+        the cluster, the usual case, without reading the list."""
+        if endpoints is self.cluster.gpus:
+            return self.gamma("gpu") if endpoints else 0.0
+        hosts = {e.startswith(("host", "server")) for e in endpoints}
+        return max((self.gamma("host" if h else "gpu") for h in hosts), default=0.0)
 
     def send_reduce(self, moves, endpoints, nbytes, label=""):
         """One receive-and-add step: the transfers `moves` (as in send), then every endpoint
@@ -236,10 +266,10 @@ class Machine:
         if not self.segment:
             yield self.reduce(endpoints, nbytes)
             return
-        message = moves.nbytes if isinstance(moves, AllPairs) else self._kept(max_bytes, moves)
-        end = start + pipelined(self.env.now - start, self._slowest(endpoints) * nbytes, message, self.segment)
+        message = self._kept(max_bytes, moves) if isinstance(moves, list) else symmetry.largest(moves)
+        end = start + pipelined(self.env.now - start, self._slowest_gamma(endpoints) * nbytes, message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on
-            for e in endpoints:
+            for e in dict.fromkeys(endpoints):
                 self.trace.span(e, "reduce", end - self.gamma(e) * nbytes, end)
         yield self.env.timeout(end - self.env.now)
 

@@ -18,20 +18,26 @@ slowest GPU is ready and its rounds involve no compute.
 Three kinds of replay, all booked the same way:
   rounds      Machine.repeat: the first of k identical rounds simulated, the other k - 1 one wait
   step        Machine.send: a step simulated the first time, replayed when it comes again
-  all-to-all  Machine.send of every GPU to every other: timed by dpsim.symmetry, then replayed
+  symmetric   Machine.send of a step whose nodes all do the same thing (an all-to-all, a ring
+              step, a parameter server's gather): timed by dpsim.symmetry one flow per kind,
+              then replayed; its bytes are owed (dpsim.ledger) until they are read
 """
+from .ledger import Ledger
 
 
 class Replay:
     """The fast path's memory and the network's ownership, for one simulation."""
 
-    def __init__(self, env, net):
+    def __init__(self, env, net, cluster):
         self.env, self.net = env, net
+        self.ledger = Ledger(net, cluster)    # bytes of symmetric steps, booked when read
         self.owner = None           # the process that has the network to itself
-        self.log = None             # transfers (src, route, nbytes) started while a step is recorded
+        self.log = None             # transfers (src, route, nbytes) started while a step is recorded,
+                                    # and the Tally of each symmetric step replayed meanwhile
         self.disturbed = False      # another process sent while a replay owned the network
         self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
         self.replayed = 0           # rounds and steps replayed instead of simulated
+        self.symmetric_steps = 0    # steps simulated one flow per kind (dpsim.symmetry)
         net.observer = self._saw
 
     def _saw(self, src, route, nbytes):
@@ -85,13 +91,13 @@ class Replay:
         done.callbacks.append(finish)
         return done
 
-    def all_to_all(self, key, ranks, nbytes, measure):
-        """Every rank of `ranks` sends nbytes to every other: measure() -> (seconds, {channel:
-        bytes}) the first time, then one wait of those seconds, the bytes booked at its end."""
+    def symmetric(self, key, measure):
+        """A step whose nodes all do the same thing: measure() -> (seconds, Tally) the first
+        time (dpsim.symmetry), then one wait of those seconds, its bytes owed at its end."""
         if key not in self.steps:
-            seconds, carried = measure()
-            sent = (len(ranks) - 1) * nbytes
-            self.steps[key] = (seconds, lambda: self._book_all_to_all(ranks, sent, carried))
+            seconds, tally = measure()
+            self.symmetric_steps += 1
+            self.steps[key] = (seconds, lambda: self._book_tally(tally))
         return self._wait(*self.steps[key])
 
     def _wait(self, seconds, book):
@@ -109,9 +115,13 @@ class Replay:
 
     # -- booking the bytes of what was not simulated
     def _count_again(self, log, times):
-        """Book the bytes of the logged transfers `times` more times."""
+        """Book the bytes of the logged transfers and symmetric steps `times` more times."""
         net = self.net
-        for src, route, nbytes in log:
+        for entry in log:
+            if not isinstance(entry, tuple):
+                self.ledger.owe(entry, times)
+                continue
+            src, route, nbytes = entry
             net.bytes_sent[src] += times * nbytes
             if nbytes > 0:
                 for ch in route:
@@ -122,9 +132,7 @@ class Replay:
         if self.log is not None:
             self.log.extend(log)
 
-    def _book_all_to_all(self, ranks, sent, carried):
-        net = self.net
-        for rank in ranks:
-            net.bytes_sent[rank] = net.bytes_sent.get(rank, 0.0) + sent
-        for ch, nbytes in carried.items():
-            ch.bytes_carried += nbytes
+    def _book_tally(self, tally):
+        self.ledger.owe(tally)
+        if self.log is not None:
+            self.log.append(tally)

@@ -28,3 +28,11 @@ def test_a_strategy_that_does_not_apply_is_an_error_row(capsys):
     bench.print_strategies(rows, [16])
     out = capsys.readouterr().out
     assert "dataparallel on 16 GPUs: sync.strategy: dataparallel drives the GPUs of one node only" in out
+
+
+def test_a_run_reports_its_peak_memory(capsys):
+    """The child's maximum resident set size, in MiB: more than the interpreter, less than 4 GB."""
+    row = bench.bench_strategy(16, "hierarchical", 60)
+    assert 10 < row["max_rss_mib"] < 4096
+    bench.print_strategies([row], [16])
+    assert f"{row['max_rss_mib']:,.0f} MiB" in capsys.readouterr().out

@@ -4,7 +4,7 @@ that grows no faster than GPUs x steps."""
 import pytest
 import simpy
 
-from dpsim import load_scenario, network
+from dpsim import bench, load_scenario, maxmin, network
 from dpsim.bench import scenario as bench_scenario
 from dpsim.cluster import Cluster
 from dpsim.machine import Machine
@@ -175,3 +175,103 @@ def test_cost_grows_no_faster_than_gpus_times_steps(monkeypatch):
         per_gpu_step.append((events / gpu_steps, crossings / gpu_steps))
     for small, big in zip(per_gpu_step, per_gpu_step[1:]):
         assert big[0] <= small[0] and big[1] <= small[1], per_gpu_step
+
+
+# ---------------------------------------------------------------- symmetric steps (dpsim.symmetry)
+
+def v100s(nodes, **overrides):
+    """The bench's cluster, small: V100s, 8 a node on NVLink 2, EDR between nodes; 2 iterations."""
+    return bench_scenario(8 * nodes).with_overrides({"training.iterations": 2, "training.warmup_iterations": 1,
+                                                     **overrides})
+
+
+SYMMETRIC_CLUSTERS = {
+    "v100, 4 nodes": lambda **o: v100s(4, **o),
+    "v100, 2 nodes, 4 NICs, GPUDirect": lambda **o: v100s(2, **{"cluster.nics_per_node": 4,
+                                                                  "cluster.gpudirect": "on", **o}),
+    "pcie, 4 nodes, host-staged": lambda **o: shared(**{"cluster.nodes": 4, "sync.staging": "host", **o}),
+}
+EVERY_STRATEGY = list(bench.STRATEGIES.items())
+
+
+@pytest.mark.parametrize("cluster", SYMMETRIC_CLUSTERS)
+@pytest.mark.parametrize("name, overrides", EVERY_STRATEGY, ids=[s for s, _ in EVERY_STRATEGY])
+def test_every_strategy_gives_the_detailed_answer_with_symmetric_steps(name, overrides, cluster):
+    """Steps whose nodes all do the same (rings, doubling's exchanges, a parameter server's
+    gather, all-to-alls) are simulated one flow per kind on the fast path: the same iteration
+    time, breakdown and bytes per GPU as every transfer simulated."""
+    if name == "dataparallel":
+        overrides = {**overrides, "cluster.nodes": 1}
+    sc = SYMMETRIC_CLUSTERS[cluster](**overrides)
+    fast, detailed = Engine(sc), Engine(sc, fast=False)
+    assert_same(fast.run(), detailed.run())
+    # ZeRO-3 gathers the next unit while the last one's gradient is reduce-scattered: the two
+    # share the network, so its run is redone on the detailed path
+    assert fast.path == ("detailed" if name == "zero3" else "fast")
+
+
+@pytest.mark.parametrize("name", ["ring", "halving-doubling", "recursive-doubling", "ps", "ps-cpu", "sharded-ps",
+                                  "hierarchical", "1bit"])
+def test_the_bench_strategies_take_symmetric_steps(name):
+    eng = Engine(v100s(4, **bench.STRATEGIES[name]))
+    eng.run()
+    assert eng.machine.replay.symmetric_steps > 0
+
+
+def test_a_ring_that_nodes_do_not_share_alike_is_simulated_transfer_by_transfer():
+    """GPUs in a scrambled order: node 0 sends to node 2, node 1 to node 0, ...; no renumbering
+    of the nodes keeps the step, so it is not one flow per kind, and the answer is still the
+    detailed one."""
+    sc = v100s(4)
+    scrambled = [f"gpu{i}" for i in (0, 9, 18, 27, 1, 10, 19, 28, 2, 11, 20, 29, 3, 12, 21, 30,
+                                     4, 13, 22, 31, 5, 14, 23, 24, 6, 15, 16, 25, 7, 8, 17, 26)]
+    times = []
+    for fast in (True, False):
+        eng = Engine(sc, fast=fast)
+
+        def main():
+            yield from ring.allreduce(eng.machine, scrambled, 1e8)
+        eng.env.run(eng.env.process(main()))
+        times.append((eng.env.now, eng.machine.bytes_sent()))
+        if fast:
+            assert eng.machine.replay.symmetric_steps == 0 and eng.machine.replayed_rounds > 0
+    assert times[0][0] == pytest.approx(times[1][0], rel=1e-12)
+    assert times[0][1] == pytest.approx(times[1][1], rel=1e-12)
+
+
+def test_bytes_of_replayed_steps_are_owed_until_read():
+    """Machine.sent(rank) counts the bytes replays owe; settle() books them on the counters."""
+    eng = Engine(v100s(2))
+
+    def main():
+        for _ in range(3):
+            yield from ring.allreduce(eng.machine, eng.cluster.gpus, 16e6)
+    eng.env.run(eng.env.process(main()))
+    expected = 3 * 2 * 15 / 16 * 16e6                        # 2(n-1)/n m, three times
+    assert eng.net.bytes_sent.get("gpu5", 0.0) < expected     # owed, not yet booked
+    assert eng.machine.sent("gpu5") == pytest.approx(expected, rel=1e-12)
+    eng.machine.settle()
+    assert eng.net.bytes_sent == pytest.approx({g: expected for g in eng.cluster.gpus}, rel=1e-12)
+
+
+# byteps is not among them: with server machines and partitions its push and pull are plain steps
+@pytest.mark.parametrize("name", ["ring", "hierarchical", "halving-doubling", "ps", "sharded-ps", "1bit"])
+def test_flows_simulated_do_not_grow_with_the_nodes(name, monkeypatch):
+    """Symmetric steps simulate node 0's flows (and node 1's), whatever the number of nodes: the
+    flow-channel crossings put in flight (dpsim.maxmin.FlowTable.add) at 256 nodes are less than
+    twice those at 32 (8 times the GPUs; what grows is the doubling's log2 n steps), where
+    every transfer simulated would be 8 times or more."""
+    crossings = []
+    for gpus in (256, 2048):
+        counted = 0
+
+        def count(table, hops, *rest, add=maxmin.FlowTable.add):
+            nonlocal counted
+            counted += int((hops > 0).sum())
+            return add(table, hops, *rest)
+        monkeypatch.setattr(maxmin.FlowTable, "add", count)
+        eng = Engine(bench_scenario(gpus).with_overrides({"training.iterations": 1, **bench.STRATEGIES[name]}))
+        eng.run()
+        monkeypatch.undo()
+        crossings.append(counted)
+    assert 0 < crossings[1] < 2 * crossings[0], crossings

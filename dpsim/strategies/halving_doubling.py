@@ -13,13 +13,14 @@ Cost:  2 log2(p) alpha + 2 (p-1)/p m beta + (p-1)/p m gamma  [+ 2 alpha + 2 m be
 The ring's bytes in 2 log2 p steps instead of 2(p-1): the latency of recursive doubling with
 the bandwidth of the ring (for a power of two).
 """
+from ..symmetry import paired
 from .recursive_doubling import fold, unfold
 
 
 def exchange_step(machine, ranks, p, distance, nbytes, label, reduce):
-    moves = [(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)]
+    moves = paired(machine.cluster, ranks, p, distance, nbytes)       # one dpsim.symmetry step
     if reduce:
-        yield from machine.send_reduce(moves, ranks[:p], nbytes, label)
+        yield from machine.send_reduce(moves, ranks if p == len(ranks) else ranks[:p], nbytes, label)
     else:
         yield machine.send(moves, label)
 

@@ -18,10 +18,9 @@ from . import ring
 
 def allreduce(machine, ranks, nbytes):
     cluster = machine.cluster
-    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
+    nodes, across = cluster.node_groups, cluster.local_groups
     g = len(nodes[0])
     yield from ring.reduce_scatter(machine, nodes, nbytes)
-    across = [[node[l] for node in nodes] for l in range(g)]
     yield from ring.reduce_scatter(machine, across, nbytes / g)
     yield from ring.all_gather(machine, across, nbytes / g)
     yield from ring.all_gather(machine, nodes, nbytes)

@@ -15,7 +15,10 @@ variables it needs at the start of the next step) the broadcast leaves the sync 
 forward, where backward cannot hide it.
 With the update on the CPU server too, add (params x 20 bytes) / host memory bandwidth: it
 runs bucket by bucket while the GPUs are still in backward, so with overlap it is hidden.
+The gather and the broadcast are dpsim.symmetry.Star steps: node 0 apart, every other node
+alike, simulated one flow per kind.
 """
+from ..symmetry import Star
 
 
 def server_of(ranks, location):
@@ -25,7 +28,7 @@ def server_of(ranks, location):
 def pull(machine, ranks, nbytes, location="gpu0"):
     """The workers fetch nbytes of summed gradient (or updated weights) from the server."""
     server = server_of(ranks, location)
-    yield machine.send([(server, r, nbytes) for r in ranks if r != server], "ps-pull")
+    yield machine.send(Star(server, tuple(ranks), nbytes, inward=False), "ps-pull")
 
 
 def allreduce(machine, ranks, nbytes, location="gpu0", update_s_per_param=0.0, with_pull=True):
@@ -35,10 +38,10 @@ def allreduce(machine, ranks, nbytes, location="gpu0", update_s_per_param=0.0, w
     workers pull before the next forward (engine)."""
     server = server_of(ranks, location)
     senders = [r for r in ranks if r != server]
-    yield machine.send([(r, server, nbytes) for r in senders], "ps-gather")
+    yield machine.send(Star(server, tuple(ranks), nbytes, inward=True), "ps-gather")
     summands = len(senders) if location == "gpu0" else len(senders) - 1
     yield machine.reduce([server], summands * nbytes)
     if update_s_per_param:
         yield machine.update(server, nbytes / 4, update_s_per_param)
     if with_pull:
-        yield machine.send([(server, r, nbytes) for r in senders], "ps-broadcast")
+        yield machine.send(Star(server, tuple(ranks), nbytes, inward=False), "ps-broadcast")

@@ -9,7 +9,10 @@ ranks p..n-1 fold their vectors into ranks 0..r-1, then the p ranks double, then
 0..r-1 send the result back.
 Cost:  log2(p) (alpha + m beta + m gamma)  [+ 2 alpha + 2 m beta + m gamma if r > 0]
 Few steps (good for latency) but every step moves the whole vector: poor for big gradients.
+An exchange among every GPU is one dpsim.symmetry step (symmetry.paired), simulated one flow
+per kind.
 """
+from ..symmetry import paired
 
 
 def fold(machine, ranks, nbytes):
@@ -34,7 +37,7 @@ def allreduce(machine, ranks, nbytes):
     p, pairs = yield from fold(machine, ranks, nbytes)
     distance = 1
     while distance < p:
-        yield machine.send([(ranks[i], ranks[i ^ distance], nbytes) for i in range(p)], "exchange")
-        yield machine.reduce(ranks[:p], nbytes)
+        yield machine.send(paired(machine.cluster, ranks, p, distance, nbytes), "exchange")
+        yield machine.reduce(ranks if p == len(ranks) else ranks[:p], nbytes)
         distance *= 2
     yield from unfold(machine, pairs, nbytes)

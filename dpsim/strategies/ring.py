@@ -19,20 +19,37 @@ uses them) or NCCL's channels (Cluster.rings): orders of the same ranks over dif
 each carrying its share of the gradient, so every rank adds one share per ring.
 
 Every step of a phase sends the same sizes between the same pairs (only which chunk travels
-changes), so the steps are identical rounds for Machine.repeat's fast path.
+changes), so the steps are identical rounds for Machine.repeat's fast path. Where every node
+does the same (NCCL's channels, the rings inside every node or across them) a step is one
+dpsim.symmetry.Alike, simulated one flow per kind.
 """
+from ..symmetry import Alike, shifted
 
 
-def neighbour_moves(rings, chunk):
+def shape(machine, rings):
+    """(ranks, each once; ring positions; pairs of a step leaving node 0 if every node does
+    the same, else None), found once per rings object a run uses (Machine.memo)."""
+    memo = machine.memo.get(id(rings))
+    if memo is None or memo[0] is not rings:
+        pairs = [(r[i], r[(i + 1) % len(r)]) for r in rings for i in range(len(r))]
+        ranks = list(dict.fromkeys(rank for r in rings for rank in r))
+        memo = machine.memo[id(rings)] = (rings, ranks, len(pairs), shifted(machine.cluster, pairs))
+    return memo[1:]
+
+
+def neighbour_moves(machine, rings, chunk):
     """Every rank sends `chunk` bytes to the next rank of its ring."""
-    return [(r[i], r[(i + 1) % len(r)], chunk) for r in rings for i in range(len(r))]
+    every = lambda: [(r[i], r[(i + 1) % len(r)], chunk) for r in rings for i in range(len(r))]
+    first = shape(machine, rings)[2]
+    return every() if first is None else Alike(("shift", first, chunk), [(s, d, chunk) for s, d in first], every)
 
 
 def reduce_scatter(machine, rings, nbytes):
     n = len(rings[0])
     chunk = nbytes / n
-    moves, ranks = neighbour_moves(rings, chunk), list(dict.fromkeys(rank for r in rings for rank in r))
-    added = chunk * sum(map(len, rings)) / len(ranks)        # one chunk per ring a rank is in
+    ranks, positions, _ = shape(machine, rings)
+    moves = neighbour_moves(machine, rings, chunk)
+    added = chunk * positions / len(ranks)        # one chunk per ring a rank is in
 
     def step():
         yield from machine.send_reduce(moves, ranks, added, "reduce-scatter")
@@ -41,7 +58,7 @@ def reduce_scatter(machine, rings, nbytes):
 
 def all_gather(machine, rings, nbytes):
     n = len(rings[0])
-    moves = neighbour_moves(rings, nbytes / n)
+    moves = neighbour_moves(machine, rings, nbytes / n)
 
     def step():
         yield machine.send(moves, "all-gather")

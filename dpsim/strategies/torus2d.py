@@ -12,11 +12,20 @@ from ..errors import ScenarioError
 from . import ring
 
 
+def grid(machine, ranks, x):
+    """(rows, columns) of x-wide rows, built once per run (Machine.memo: ring.shape reads each once)."""
+    key = ("torus2d", x)
+    memo = machine.memo.get(key)
+    if memo is None or memo[0] != ranks:
+        rows = [ranks[i:i + x] for i in range(0, len(ranks), x)]
+        memo = machine.memo[key] = (ranks, rows, [[row[c] for row in rows] for c in range(x)])
+    return memo[1:]
+
+
 def allreduce(machine, ranks, nbytes, width=0):
     """width: X, the GPUs of a row (sync.torus_x); 0 = a node's GPUs."""
     x = width or machine.cluster.gpus_per_node
-    rows = [ranks[i:i + x] for i in range(0, len(ranks), x)]
-    columns = [[row[c] for row in rows] for c in range(x)]
+    rows, columns = grid(machine, ranks, x)
     yield from ring.reduce_scatter(machine, rows, nbytes)
     if len(rows) > 1:
         yield from ring.reduce_scatter(machine, columns, nbytes / x)

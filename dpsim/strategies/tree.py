@@ -37,11 +37,11 @@ def across_nodes(machine, groups, nbytes):
 
 def allreduce(machine, ranks, nbytes):
     cluster = machine.cluster
-    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
+    nodes = cluster.node_groups
     g = len(nodes[0])
     if g > 1:
         yield from ring.reduce_scatter(machine, nodes, nbytes)
     if len(nodes) > 1:
-        yield from across_nodes(machine, [[node[l] for node in nodes] for l in range(g)], nbytes / g)
+        yield from across_nodes(machine, cluster.local_groups, nbytes / g)
     if g > 1:
         yield from ring.all_gather(machine, nodes, nbytes)

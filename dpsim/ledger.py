@@ -1,0 +1,77 @@
+"""The bytes that replayed symmetric steps moved, booked when someone reads them.
+
+A step that dpsim.symmetry simulates one flow per kind moves the same bytes from every GPU of
+a class and over every channel of a kind. Booking them on each of the n GPUs and on each of
+the cluster's channels every time the step is replayed would cost O(n) a replay, more than
+the replay itself. So a replay adds its Tally (bytes per endpoint of each kind, per channel
+of each kind) to what is owed, O(GPUs per node), and the owed bytes reach Network.bytes_sent
+and Channel.bytes_carried when they are read: Ledger.sent(endpoint) for one endpoint,
+Ledger.settle() for all (Machine.sent and Machine.settle).
+
+Classes of nodes (dpsim.symmetry): "all" (every node alike), or "node0" and "rest" (a star:
+node 0 apart). A key (class, local name, ...) stands for that part of every node of the class.
+"""
+from collections import defaultdict
+
+
+class Tally:
+    """What one symmetric step moves. shape: "all" or "star" (how it sorts the nodes);
+    sent: (class, local endpoint) -> bytes each such endpoint sent;
+    carried: (class, local end, local end) -> bytes each such channel carried."""
+
+    def __init__(self, shape, sent, carried):
+        self.shape, self.sent, self.carried = shape, sent, carried
+
+
+def _classes(node):
+    """The classes a node belongs to: every node is in "all", and in "node0" or "rest"."""
+    return ("all", "node0" if node == 0 else "rest")
+
+
+class Ledger:
+    """Bytes owed by replayed symmetric steps, to `net` (bytes_sent) and `cluster`'s channels."""
+
+    def __init__(self, net, cluster):
+        self.net, self.cluster = net, cluster
+        self.sent = defaultdict(float)        # (class, local endpoint) -> bytes owed to each
+        self.carried = defaultdict(float)     # (class, local end, local end) -> bytes owed to each
+
+    def owe(self, tally, times=1):
+        for key, nbytes in tally.sent.items():
+            self.sent[key] += times * nbytes
+        for key, nbytes in tally.carried.items():
+            self.carried[key] += times * nbytes
+
+    def owed_to(self, endpoint) -> float:
+        """Bytes `endpoint` sent in replays not yet booked."""
+        if not self.sent:
+            return 0.0
+        local = self.cluster.local(endpoint)
+        return sum(self.sent.get((c, local), 0.0) for c in _classes(self.cluster.home(endpoint)))
+
+    def settle_sent(self):
+        """Book what every endpoint is owed on net.bytes_sent."""
+        if not self.sent:
+            return
+        cluster, sent = self.cluster, self.net.bytes_sent
+        g = cluster.gpus_per_node
+        nodes = {"all": range(cluster.nodes), "node0": range(min(1, cluster.nodes)), "rest": range(1, cluster.nodes)}
+        for (c, local), nbytes in self.sent.items():
+            for k in nodes[c]:
+                end = f"gpu{k * g + int(local[3:])}" if local.startswith("gpu") else f"{local}{k}"
+                sent[end] = sent.get(end, 0.0) + nbytes
+        self.sent.clear()
+
+    def settle(self):
+        """Book everything owed: bytes sent and bytes carried by every channel."""
+        self.settle_sent()
+        if not self.carried:
+            return
+        cluster = self.cluster
+        for (a, b), ch in cluster.channels.items():
+            node = cluster.home(a if a != "net" else b)
+            for c in _classes(node):
+                nbytes = self.carried.get((c, cluster.local(a), cluster.local(b)))
+                if nbytes:
+                    ch.bytes_carried += nbytes
+        self.carried.clear()
