@@ -254,8 +254,7 @@ def test_bytes_of_replayed_steps_are_owed_until_read():
     assert eng.net.bytes_sent == pytest.approx({g: expected for g in eng.cluster.gpus}, rel=1e-12)
 
 
-# byteps is not among them: with server machines and partitions its push and pull are plain steps
-@pytest.mark.parametrize("name", ["ring", "hierarchical", "halving-doubling", "ps", "sharded-ps", "1bit"])
+@pytest.mark.parametrize("name", ["ring", "hierarchical", "halving-doubling", "ps", "sharded-ps", "1bit", "byteps"])
 def test_flows_simulated_do_not_grow_with_the_nodes(name, monkeypatch):
     """Symmetric steps simulate node 0's flows (and node 1's), whatever the number of nodes: the
     flow-channel crossings put in flight (dpsim.maxmin.FlowTable.add) at 256 nodes are less than

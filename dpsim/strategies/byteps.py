@@ -30,6 +30,7 @@ with partitions, about (1 + 1/k) (alpha_e + m / (k B_e)) when the NIC dominates.
 """
 import math
 
+from ..symmetry import alike
 from . import ring
 
 
@@ -47,18 +48,22 @@ def _push_moves(cluster, nbytes):
                    for l, gpu in enumerate(node)], nbytes
 
 
-def _node_rings(cluster):
+def _node_rings(machine):
     """Every node's NCCL rings (the same local orders in each node) and the share of a
-    message each ring carries."""
-    g = cluster.gpus_per_node
-    orders = cluster.node_rings
-    return [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in orders], 1 / len(orders)
+    message each ring carries: one list per run (Machine.memo), so that ring.shape finds
+    their symmetry once."""
+    if "byteps-node-rings" not in machine.memo:
+        cluster = machine.cluster
+        g, orders = cluster.gpus_per_node, cluster.node_rings
+        rings = [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in orders]
+        machine.memo["byteps-node-rings"] = (rings, 1 / len(orders))
+    return machine.memo["byteps-node-rings"]
 
 
 def _in_node(machine, collective, nbytes):
     """A ring reduce-scatter or all-gather inside every node at once (none with one GPU a node)."""
     if machine.cluster.gpus_per_node > 1:
-        rings, share = _node_rings(machine.cluster)
+        rings, share = _node_rings(machine)
         yield from collective(machine, rings, nbytes * share)
 
 
@@ -66,10 +71,22 @@ def _servers(cluster):
     return cluster.servers or cluster.hosts
 
 
+def _step(machine, nbytes, pulling):
+    """The push (or the pull) of whole buckets, and the bytes the busiest server adds.
+    Co-located, every node pushes and pulls alike (node k's GPU l and node k + l + 1's host):
+    one dpsim.symmetry.Alike step, simulated one flow per kind on a big cluster."""
+    cluster = machine.cluster
+    _, push, load = _push_moves(cluster, nbytes)
+    if cluster.servers:
+        return ([(d, s, b) for s, d, b in push] if pulling else push), load
+    pairs = lambda: [(d, s) if pulling else (s, d) for s, d, _ in _push_moves(cluster, nbytes)[1]]
+    return alike(machine, "byteps-pull" if pulling else "byteps-push", pairs, nbytes / cluster.gpus_per_node), load
+
+
 def pull(machine, ranks, nbytes):
     """Steps 4 and 5: every GPU fetches the summed partitions, then the node all-gathers."""
-    _, push, _ = _push_moves(machine.cluster, nbytes)
-    yield machine.send([(dst, src, b) for src, dst, b in push], "pull")
+    moves, _ = _step(machine, nbytes, pulling=True)
+    yield machine.send(moves, "pull")
     yield from _in_node(machine, ring.all_gather, nbytes)
 
 
@@ -96,7 +113,7 @@ def allreduce(machine, ranks, nbytes, with_pull=True, partition=0.0):
         yield from _round(machine, part, False, True)
         yield from _in_node(machine, ring.all_gather, nbytes)
         return
-    _, push, load = _push_moves(machine.cluster, nbytes)
+    push, load = _step(machine, nbytes, pulling=False)
     yield from _in_node(machine, ring.reduce_scatter, nbytes)
     yield machine.send(push, "push")
     yield machine.reduce(_servers(machine.cluster), load)
