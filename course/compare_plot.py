@@ -97,7 +97,7 @@ def speedup_series(rows):
     """{algorithm (or "1bit"): its rows with a measured speed-up, the 1-rank row first, by ranks}."""
     series = {}
     for r in rows:
-        if r.get("measured_speedup") is None:
+        if r.get("measured_speedup") is None or r["ranks"] == 1:    # the 1-rank row starts every line
             continue
         series.setdefault(label_of(r), []).append(r)
     base = [r for r in rows if r["ranks"] == 1]

@@ -39,3 +39,15 @@ def test_one_colour_per_algorithm_in_both_panels():
     legend = [t.get_text() for t in left.get_legend().get_texts()]
     assert {"ring", "ps", "1bit", "1 rank (no sync)", "2 ranks", "4 ranks"} <= set(legend)
     plt.close(fig)
+
+
+def test_a_compare_whose_one_rank_row_names_no_plotted_algorithm_draws():
+    """`--sync zero1,zero3 --compress none,powersgd`: the 1-rank row says "ring" (no sync), and no
+    row with more ranks is a plain ring; every line is still drawn, one colour each."""
+    rows = [row(1, "ring", "none", 0.010, 0.010, 1.0), row(2, "zero1", "none", 0.006, 0.0062, 1.6),
+            row(2, "zero3", "none", 0.007, 0.0071, 1.4), row(2, "ring", "powersgd", 0.012, 0.013, 0.8)]
+    fig, (left, right) = plt.subplots(1, 2)
+    compare_plot.speedup_panel(right, {"rows": rows})
+    drawn = {line.get_label().split(":")[0] for line in right.get_lines() if line.get_label().endswith(": predicted")}
+    assert drawn == {"zero1", "zero3", "ring+powersgd"}
+    plt.close(fig)
