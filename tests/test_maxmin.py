@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from dpsim.maxmin import FlowTable
 from dpsim.network import Channel, Network
+from test_network import arrival_times  # the same transfers through dpsim.network, each at its time
 
 
 def water_filling(routes, capacity):
@@ -100,23 +101,6 @@ def fluid_arrivals(transfers):
     return [arrived[i] for i in range(len(transfers))]
 
 
-def network_arrivals(transfers):
-    """The same transfers through dpsim.network, each started at its time."""
-    env = simpy.Environment()
-    net = Network(env)
-    times = [None] * len(transfers)
-
-    def one(i, route, nbytes, start):
-        yield env.timeout(start)
-        yield net.transfer(route, "a", "b", nbytes)
-        times[i] = env.now
-
-    for i, t in enumerate(transfers):
-        env.process(one(i, *t))
-    env.run()
-    return times
-
-
 def test_network_arrivals_equal_the_fluid_model_from_scratch():
     """Random transfers over random routes, starting at random times: every arrival as the
     from-scratch fluid model has it (to 1e-9)."""
@@ -125,7 +109,7 @@ def test_network_arrivals_equal_the_fluid_model_from_scratch():
         chans = [Channel(f"c{i}", rng.choice([1, 2, 5, 10]) * 1e9, 0.0) for i in range(rng.randint(2, 7))]
         transfers = [(rng.sample(chans, rng.randint(1, min(3, len(chans)))), rng.choice([0.5, 1, 2]) * 1e9,
                       rng.choice([0.0, 0.0, 0.1, 0.25, 0.7])) for _ in range(rng.randint(1, 10))]
-        assert network_arrivals(transfers) == pytest.approx(fluid_arrivals(transfers), rel=1e-9)
+        assert arrival_times(transfers) == pytest.approx(fluid_arrivals(transfers), rel=1e-9)
 
 
 def test_a_start_that_renumbers_the_rows_at_a_finishing_instant():
