@@ -186,8 +186,8 @@ class Machine:
     def _sending(self, moves, staged, overhead):
         """The step's transfers as a network.Sending, made once per list of moves (a strategy
         sends the same list at every step of a phase) and kept while that list is unchanged;
-        an AllPairs or a tuple is kept by its value."""
-        by_value = isinstance(moves, (AllPairs, tuple))
+        an AllPairs, Alike, Star or tuple is kept by its value (a symmetric step is built anew each time)."""
+        by_value = isinstance(moves, (AllPairs, Alike, Star, tuple))
         key = (moves if by_value else id(moves), staged, overhead)
         kept = self._sendings.get(key)
         if kept is not None and (by_value or (kept[0] is moves and kept[1] == moves)):
