@@ -4,12 +4,12 @@ A strided (non-contiguous) x or out, on every rank or on one rank only, must giv
 Allreduce of the same values (the oracle, on contiguous copies), leave x unchanged, and
 leave the communicator in step for the next call.  Exits 1 on any failure.
 """
-import sys
 
 import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
+from verdict import finish
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
@@ -57,10 +57,4 @@ with mpi_impl.abort_on_error():
                 if not np.all(total == p * (p + 1) / 2):
                     failures.append(f"{algo} {name}: the next all-reduce gave {total}")
 
-bad = np.array([len(failures)])
-comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
-for line in failures:
-    print(f"[rank {rank}/{p}] {line}", flush=True)
-if rank == 0:
-    print(f"layout_check: {p} ranks, {bad[0]} failures", flush=True)
-sys.exit(1 if bad[0] else 0)
+finish(comm, [f"[rank {rank}/{p}] {line}" for line in failures])

@@ -7,12 +7,12 @@ residuals across calls, and checks that the MPI result is the same, bit for bit.
 The oracle's quantiser is written here again, block by block, not imported.
 Also checks the bytes sent against the fp32 ring.  Exits 1 on any failure, on every rank.
 """
-import sys
 
 import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
+from verdict import finish
 from dpsim.vocabulary import ONEBIT_BLOCK
 from mpi_impl import ring, wire as wire_module
 
@@ -162,10 +162,4 @@ with mpi_impl.abort_on_error():
         failures.append(f"error feedback does not help: relative error {errors[True]:.3g} "
                         f"with it, {errors[False]:.3g} without")
 
-bad = np.array([len(failures)])
-comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.SUM)
-for line in failures[:20]:
-    print(f"[rank {rank}/{p}] {line}", flush=True)
-if rank == 0:
-    print(f"onebit_check: {p} ranks, {bad[0]} failures", flush=True)
-sys.exit(1 if bad[0] else 0)
+finish(comm, [f"[rank {rank}/{p}] {line}" for line in failures])

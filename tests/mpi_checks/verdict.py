@@ -1,5 +1,6 @@
 """The end of an MPI check script: every rank's failures counted together, a few printed, and
 the job's exit code (1 if any rank failed)."""
+import os
 import sys
 
 
@@ -8,5 +9,6 @@ def finish(comm, failures, shown=20):
     for line in failures[:shown]:
         print(line, flush=True)
     if comm.Get_rank() == 0:
-        print(f"{comm.Get_size()} ranks, {bad} failures", flush=True)
+        script = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+        print(f"{script}: {comm.Get_size()} ranks, {bad} failures", flush=True)
     sys.exit(1 if bad else 0)
