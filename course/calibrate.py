@@ -133,6 +133,13 @@ def fit_loop_latency(m, machine):
     return fit.fit_latency(scenario_for(machine, 2, "ring", "none"), ring_s)
 
 
+def oversubscribed_ranks(m, capacity):
+    """The rank count of the probe whose ranks outnumber the `capacity` devices (2 x
+    sharing_ranks), on a CPU that has it; None otherwise."""
+    n = 2 * m.sharing_ranks
+    return n if m.cpu and m.probes.get(n) and n > capacity else None
+
+
 def fit_timeslice_key(m, machine):
     """cluster.timeslice_us in seconds, on a CPU whose 2 x sharing_ranks probe outnumbers the
     devices: the slice that makes dpsim's ring on `machine` (a profile, its loop latency
@@ -140,9 +147,8 @@ def fit_timeslice_key(m, machine):
     (fit.fit_timeslice_in_loop). A ping-pong between such ranks waits far less (scheduling_line
     prints both): the receiver's core-mate polls and yields there, and is at work in the loop.
     None otherwise."""
-    n = 2 * m.sharing_ranks
-    capacity = machine["cluster"]["devices_per_node"]
-    if not (m.cpu and m.probes.get(n) and n > capacity):
+    n = oversubscribed_ranks(m, machine["cluster"]["devices_per_node"])
+    if n is None:
         return None
     ring_s = m.per_round(n, lambda p, _: p.ring_sync_s - p.straggler_s)
     slice_us = fit.fit_timeslice_in_loop(scenario_for(machine, n, "ring", "none"), ring_s)
@@ -155,8 +161,8 @@ def fit_oversubscribed_keys(m, capacity):
     sharing its ranks computed, against the 1-rank probe of the same round
     (fit.fit_timeslice_overhead), and how far apart they finished (fit.fit_shared_jitter);
     the medians of the rounds."""
-    n = 2 * m.sharing_ranks
-    if not (m.cpu and m.probes.get(n) and n > capacity):
+    n = oversubscribed_ranks(m, capacity)
+    if n is None:
         return None, None
     factors, shared = dpsim_sharing.rank_factors(n, capacity), dpsim_sharing.shares_device(n, capacity)
     overhead = m.per_round(n, lambda p, one: fit.fit_timeslice_overhead(one.compute_mean_s, p.compute_s,
@@ -175,13 +181,12 @@ def fit_codec_keys(m, machine):
     course/README.md)."""
     d = scenario_for(machine, 2, "ring", "1bit")
     d["compute"].update(kernel_launch_us=0.0, codec_gbs=1e12)      # kernels free: messages only
-    messages = [fit.collective_seconds(d, 4 * v, "ring", "1bit") for v in m.codec_values]
     values, calls = list(m.codec_values), list(m.onebit_s)
     if m.onebit_loop_s is not None:                 # the gradient's call as training makes it
         params = m.model["params"]
         kept = [(v, t) for v, t in zip(values, calls) if v != params]
         values, calls = [v for v, _ in kept] + [params], [t for _, t in kept] + [m.onebit_loop_s]
-        messages = [fit.collective_seconds(d, 4 * v, "ring", "1bit") for v in values]
+    messages = [fit.collective_seconds(d, 4 * v, "ring", "1bit") for v in values]
     kernels = [max(t - msg, 0.0) for t, msg in zip(calls, messages)]
     share = dpsim_sharing.ranks_per_device(2, machine["cluster"]["devices_per_node"])
     return fit_codec(values, kernels, 2, share)

@@ -20,10 +20,14 @@ from course import calibrate, compare, spread
 
 
 def profile_from_sidecar(path, ranges=False):
-    """The profile calibrate would write from the sidecar at `path` today: each range at its
-    value, or (ranges=True) with the {value, low, high} ranges of its rounds (course.spread)."""
+    """The profile calibrate would write from the sidecar at `path` today (profile_of)."""
     with open(path) as f:
-        m = json.load(f)
+        return profile_of(json.load(f), ranges)
+
+
+def profile_of(m, ranges=False):
+    """The profile calibrate would write from the sidecar `m` today: each range at its value,
+    or (ranges=True) with the {value, low, high} ranges of its rounds (course.spread)."""
     prof = calibrate.profile_dict(m)
     if not ranges:
         return spread.values(prof)
@@ -80,12 +84,14 @@ def main(argv=None):
                                                              "calibration's rounds, and the coverage")
     args = parser.parse_args(argv)
     with open(args.sidecar) as f:
-        batch = args.batch or json.load(f)["batch"]
-    prof = profile_from_sidecar(args.sidecar)
-    ranged = profile_from_sidecar(args.sidecar, ranges=True) if args.bands else None
+        m = json.load(f)
+    batch = args.batch or m["batch"]
+    ranged = profile_of(m, ranges=True) if args.bands else None
+    prof = profile_of(m) if ranged is None else spread.values(ranged)     # the same fits, once
     for path in args.compares:
         with open(path) as f:
-            rows = repredict(prof, json.load(f), batch)
+            result = json.load(f)
+        rows = repredict(prof, result, batch)
         for row, predicted, error, speedup_error in rows:
             name = compare.name_of(row["ranks"], row["sync"], row["compress"])
             print(f"  {name:28s} {predicted * 1e3:7.2f} / {row['measured_iteration_s'] * 1e3:7.2f} ms "
@@ -93,7 +99,7 @@ def main(argv=None):
         median, worst, speedup = summary(rows)
         print(f"{path}: median |error| {median:.1%}, worst {worst:.1%}, speed-up median {speedup:.1%}")
         if ranged is not None:
-            share, (below, above) = coverage(ranged, json.load(open(path)), batch)
+            share, (below, above) = coverage(ranged, result, batch)
             print(f"  coverage {share:.0%} of rows in their predicted band (the widest: -{below:.1%} / +{above:.1%})")
 
 

@@ -86,7 +86,9 @@ class Engine:
         self.pipeline = InputPipeline(self.env, sc, self.machine, self.work, self.ranks)
         self.rng = random.Random(sc.training.seed)
         self.slowness = derived.slowness(sc)        # shared devices (dpsim.sharing) over speed factors
-        self.shared = derived.shared_ranks(sc)      # which ranks draw compute.shared_jitter
+        # each GPU's compute jitter: compute.shared_jitter for ranks that share their device
+        self.jitters = [sc.compute.shared_jitter if shared and sc.compute.shared_jitter else sc.compute.jitter
+                        for shared in derived.shared_ranks(sc)]
         self.update_s = self.work.update_s * derived.device_sharing(sc) * hook("update_fraction")(len(self.ranks))
         self.global_batch = sc.training.batch_per_gpu * len(self.ranks) * sc.training.accumulation_steps
         self.call_s = software.call_overhead_s(sc)
@@ -96,11 +98,9 @@ class Engine:
     # -- pieces of an iteration
     def _factors(self):
         """Each GPU's compute-time multiplier for this iteration."""
-        jitter, shared_jitter = self.sc.compute.jitter, self.sc.compute.shared_jitter
-        if not jitter and not shared_jitter:
+        if not any(self.jitters):
             return self.slowness
-        spread = [shared_jitter if shared and shared_jitter else jitter for shared in self.shared]
-        return [s * max(0.05, self.rng.gauss(1.0, j)) for s, j in zip(self.slowness, spread)]
+        return [s * max(0.05, self.rng.gauss(1.0, j)) for s, j in zip(self.slowness, self.jitters)]
 
     def _compute(self, name, seconds, factors, lanes=None):
         """Every GPU (or `lanes`) computes; returns the event of the slowest finishing."""

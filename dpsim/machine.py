@@ -45,11 +45,6 @@ from .symmetry import AllPairs, Alike, Star
 from .vocabulary import MIB
 
 
-def max_bytes(moves) -> float:
-    """The largest message among (src, dst, nbytes) moves."""
-    return max((n for _, _, n in moves), default=0)
-
-
 def pipelined(transfer, add, message, segment):
     """A receive-and-add step: transfer, then add (segment = 0, the textbook step), or in
     k = ceil(message / segment) segments, each added while the next travels (sync.segment_mib):
@@ -266,7 +261,7 @@ class Machine:
         if not self.segment:
             yield self.reduce(endpoints, nbytes)
             return
-        message = self._kept(max_bytes, moves) if isinstance(moves, list) else symmetry.largest(moves)
+        message = self._kept(symmetry.largest, moves)
         end = start + pipelined(self.env.now - start, self._slowest_gamma(endpoints) * nbytes, message, self.segment)
         if self.trace is not None:                  # each rank adds from its first segment on
             for e in dict.fromkeys(endpoints):
