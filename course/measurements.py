@@ -294,12 +294,12 @@ class Measurements:
     def from_sidecar(cls, m):
         sweep, update = loop_figures(m)
         codec = codec_probe(m["probes"]["2"])
+        probes = {int(n): [Probe.from_json(p) for p in rounds] for n, rounds in m["probes"].items()}
         return cls(model=m["model"], batch=m["batch"], device=m.get("device", "cpu"), devices=m["devices"],
                    cores=m["cores"], peak_flops=m["peak_flops"], sweep=sweep, update_s=update,
                    overhead_s=overhead_s(m), copy_gbs=m["copy_gbs"], sharing_ranks=m["sharing_ranks"],
-                   probes={int(n): [Probe.from_json(p) for p in rounds] for n, rounds in m["probes"].items()},
-                   codec_values=codec["codec_values"], onebit_s=codec["onebit_s"],
-                   onebit_loop_s=median_or_none([onebit_in_loop(p) for p in m["probes"]["2"]]))
+                   probes=probes, codec_values=codec["codec_values"], onebit_s=codec["onebit_s"],
+                   onebit_loop_s=median_or_none([p.onebit_loop_s for p in probes[2]]))
 
     @property
     def cpu(self):
