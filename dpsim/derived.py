@@ -54,6 +54,14 @@ def device_sharing(sc) -> float:
     return sharing.ranks_per_device(sc.cluster.gpus_per_node, sc.cluster.devices_per_node)
 
 
+def kernel_sharing(sc) -> float:
+    """How much slower the slowest rank's kernels (the codec's, PowerSGD's products) run: the
+    device's sharing, and where the ranks time-slice a device, the cost of that
+    (cluster.timeslice_overhead) as their forward and backward pay it (dpsim.sharing)."""
+    extra = 1.0 + sc.cluster.timeslice_overhead if any(shared_ranks(sc)) else 1.0
+    return device_sharing(sc) * extra
+
+
 def rank_sharing(sc) -> list[float]:
     """Per GPU (rank) of the cluster, how much slower its device work runs (dpsim.sharing)."""
     c = sc.cluster

@@ -63,7 +63,8 @@ class Machine:
 
     def __init__(self, env, net, cluster, gpu_mem_bw_gbs: float, host_mem_bw_gbs: float, *, trace=None,
                  fast=True, staging="direct", message_overhead_us=0.0, kernel_launch_us=0.0,
-                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf, p2p=True):
+                 sharing=1.0, wakeup_s=0.0, codec_gbs=0.0, segment_bytes=0.0, flops_per_s=math.inf, p2p=True,
+                 kernel_sharing=None):
         self.env, self.net, self.cluster, self.trace = env, net, cluster, trace
         # fast=False or a trace (which needs every round's spans): simulate every round (the detailed path)
         self.replay = Replay(env, net, cluster) if fast and trace is None else None
@@ -75,6 +76,8 @@ class Machine:
         self.kernel_launch = kernel_launch_us * 1e-6
         self.codec_s = 0.0          # time spent in encode/decode kernels (compression), summed
         self.sharing = sharing      # ranks per device: device work (reduce, kernels) this much slower
+        # kernels are device work like forward and backward: a shared device's time-slicing cost too
+        self.kernel_sharing = sharing if kernel_sharing is None else kernel_sharing
         self.wakeup = wakeup_s      # per message between ranks: the receiver waits to be scheduled
         self.segment = segment_bytes  # pipeline segment of send_reduce; 0 = the textbook step
         self.flops_per_s = flops_per_s  # what the codec's matrix products reach (PowerSGD)
@@ -89,6 +92,7 @@ class Machine:
         return cls(env, net, cluster, derived.memory_bw_gbs(sc), sc.cluster.host_mem_bw_gbs, trace=trace, fast=fast,
                    staging=sc.sync.staging, message_overhead_us=sc.sync.message_overhead_us,
                    kernel_launch_us=sc.compute.kernel_launch_us, sharing=derived.device_sharing(sc),
+                   kernel_sharing=derived.kernel_sharing(sc),
                    wakeup_s=derived.wakeup_s(sc), codec_gbs=sc.compute.codec_gbs,
                    segment_bytes=sc.sync.segment_mib * MIB,
                    flops_per_s=derived.peak_tflops(sc) * 1e12 * sc.compute.efficiency, p2p=sc.cluster.p2p)
@@ -276,7 +280,7 @@ class Machine:
         optimizer's update is), at the memory bandwidth instead of the codec's."""
         bandwidth = self.gpu_mem_bw if library else self.codec_bw
         seconds = (launches * self.kernel_launch + max(bytes_touched / bandwidth, flops / self.flops_per_s)) \
-            * self.sharing
+            * self.kernel_sharing
         self.codec_s += seconds
         return self._busy(endpoints, label, seconds)
 

@@ -86,8 +86,8 @@ class ClusterConfig:
     # switches between ranks (caches refilled), and the slices of the ranks beside it that
     # wait and poll (dpsim.sharing). 0: perfect processor sharing. course calibrate measures it
     # with its probe of twice as many ranks as cores.
-    timeslice_overhead: float = _spec(0.0, nonneg=True, doc="fraction the compute of a rank that shares "
-                                      "its device runs slower than 1/k of it (switches, others' polling)")
+    timeslice_overhead: float = _spec(0.0, nonneg=True, doc="fraction the compute and kernels of a rank "
+                                      "that shares its device run slower than 1/k of it (switches, others' polling)")
     # --- transports (dpsim.transports: each with its source)
     p2p: bool = _spec(True, doc="GPU peer-to-peer inside a node; false = every GPU-to-GPU message is two "
                       "copies through a pinned host buffer (GeForce cards: NVIDIA disables P2P)")

@@ -35,7 +35,8 @@ step update at the same moment, so each of the busy devices gets an equal part o
 
 Time-slicing is not free. Each switch between two ranks on a core refills its caches, and a
 rank that has finished its compute and polls takes slices from the one still computing; so
-the forward and backward of a rank that shares its device run (1 + overhead) slower than
+the forward and backward of a rank that shares its device, and its kernels (a codec's,
+PowerSGD's products: long runs of device work like them), run (1 + overhead) slower than
 the fluid share above (`cluster.timeslice_overhead`, measured by course calibrate's probe of
 twice as many ranks as cores). The slices also end at different moments for each rank, so
 ranks on one device finish their compute apart (`compute.shared_jitter`, dpsim.engine draws

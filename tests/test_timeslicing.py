@@ -69,3 +69,26 @@ def test_fit_timeslice_overhead_recovers_what_dpsim_was_given(overhead):
     assert fit.fit_timeslice_overhead(alone, together, factors, shared) == pytest.approx(overhead, abs=1e-12)
     faster = [alone * f * 0.9 for f in factors]                  # faster than the share: no overhead
     assert fit.fit_timeslice_overhead(alone, faster, factors, shared) == 0.0
+
+
+def codec_closed_form(values, n, launch_s, bytes_per_s, share):
+    """1-bit's kernels per exchange (dpsim/strategies/onebit.py's docstring): 2n + 3 launches and
+    (12.125 + 8.125 (n-1)/n + 12.125/n + 4.125) bytes per value, on a device shared `share` ways."""
+    launches = 2 + (n + 1) + n
+    touched = (12.125 + (8.125 * (n - 1) + 12.125) / n + 4.125) * values
+    return (launches * launch_s + touched / bytes_per_s) * share
+
+
+@pytest.mark.parametrize("overhead", [0.0, 0.2])
+def test_kernels_of_ranks_sharing_a_core_pay_the_timeslice_overhead_as_compute_does(overhead):
+    """The codec's kernels are device work like forward and backward: 4 ranks on 2 cores run
+    them at half speed and (1 + overhead) slower still; 2 ranks with a core each pay neither."""
+    keys = {"sync.compression": "1bit", "compute.codec_gbs": 2.0, "compute.kernel_launch_us": 10.0,
+            "cluster.timeslice_overhead": overhead, "training.iterations": 1}
+    per_iteration = {}
+    for n in (2, 4):
+        r = dpsim.simulate(CPU, {"cluster.gpus_per_node": n, "cluster.gpus_per_pcie_switch": n, **keys})
+        per_iteration[n] = r.breakdown_s["compression"]
+    values = CPU["model"]["params"]
+    assert per_iteration[2] == pytest.approx(codec_closed_form(values, 2, 10e-6, 2e9, 1.0), rel=1e-9)
+    assert per_iteration[4] == pytest.approx(codec_closed_form(values, 4, 10e-6, 2e9, 2.0) * (1 + overhead), rel=1e-9)
