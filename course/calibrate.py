@@ -212,6 +212,7 @@ class Fitted:
     codec: tuple | None = None           # (kernel_launch_us, codec_gbs)
     timeslice_overhead: float | None = None
     shared_jitter: float | None = None
+    update_after_codec: float | None = None  # the 2-rank probe's update after 1-bit against after the ring
 
 
 def profile_dict(measured):
@@ -224,8 +225,10 @@ def profile_dict(measured):
     link_gbs, message_s = fit_pingpong(m)
     f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s)
     overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
-    f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)),
-                timeslice_overhead=overhead, shared_jitter=shared_jitter)
+    after = m.per_round(2, lambda p, _: fit.fit_update_after_codec(p.update_s, p.onebit_update_s)) \
+        if m.probes[2][0].onebit_update_s is not None else None
+    f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)), timeslice_overhead=overhead,
+                shared_jitter=shared_jitter, update_after_codec=after)
     f = replace(f, timeslice_s=fit_timeslice_key(m, layout(m, f)))
     return layout(m, replace(f, codec=fit_codec_keys(m, layout(m, f))))
 
@@ -288,8 +291,9 @@ def cluster_keys(m, f):
 def compute_keys(m, f):
     keys = {"efficiency": round(f.efficiency, 6), "half_batch": round(f.half_batch, 3),
             "jitter": round(f.jitter, 4), "overhead_ms": round(m.overhead_s * 1e3, 4)}
-    if f.shared_jitter is not None:
-        keys["shared_jitter"] = round(f.shared_jitter, 4)
+    for key in ("shared_jitter", "update_after_codec"):
+        if getattr(f, key) is not None:
+            keys[key] = round(getattr(f, key), 4)
     if f.codec is not None:
         launch_us, codec_gbs = f.codec
         keys.update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))

@@ -135,6 +135,12 @@ def fit_timeslice_in_loop(d, ring_s):
     return max(1.0 + 1000.0 * (ring_s - t0) / (t1 - t0), 1.0) if t1 > t0 else None
 
 
+def fit_update_after_codec(plain_s, after_codec_s):
+    """compute.update_after_codec: how much slower the same update ran after the 1-bit sync
+    than after the ring's (its arrays evicted by the codec); never below 0."""
+    return max(after_codec_s / plain_s - 1.0, 0.0)
+
+
 def fit_codec(values, seconds, ranks, share=1.0):
     """(kernel_launch_us, codec_gbs) from the codec's seconds per 1-bit exchange of each buffer
     size in `values` (two or more) on `ranks` ranks, which dpsim charges as

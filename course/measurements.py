@@ -277,6 +277,7 @@ class Probe:
     straggler_s: float | None    # the ring block's wait for the slower rank's compute (fit.straggler_s)
     ring_sync_s: float | None    # the ring block's sync, that wait included
     onebit_loop_s: float | None  # the 1-bit block's sync, its wait for the slower rank taken out
+    onebit_update_s: float | None  # the 1-bit block's update (right after the codec)
     message_s: float | None      # one-way time of 8 bytes, the median of the round trips
     message_mean_s: float | None  # the same, the mean: it holds the rare long waits for the scheduler
     link_gbs: float | None       # the largest message over its extra time above 8 bytes (best round trip)
@@ -290,6 +291,7 @@ class Probe:
                    straggler_s=straggler_s(p, "ring") if ring else None,
                    ring_sync_s=float(np.mean(ring["sync_steps_s"])) if ring else None,
                    onebit_loop_s=onebit_in_loop(p),
+                   onebit_update_s=summarise([p], "1bit")["update_s"] if "1bit" in p["blocks"] else None,
                    message_s=p["one_way_median_s"][0] if best else None,
                    message_mean_s=p["one_way_mean_s"][0] if best else None,
                    link_gbs=sizes[-1] / (best[-1] - best[0]) / 1e9 if best else None)

@@ -79,7 +79,9 @@ def figure_spreads(m, prof, fit, allowed=None) -> dict:
         if len(seen) < 2 or min(seen) == max(seen):
             continue
         p10, p90 = np.percentile(seen, [10, 90])
-        out[key] = {"value": value, "low": _round(min(p10, value)), "high": _round(max(p90, value)),
+        # rounded first, then held to the value: a value of more digits than _round keeps
+        # (5637.364 us) must not fall outside its own range
+        out[key] = {"value": value, "low": min(_round(p10), value), "high": max(_round(p90), value),
                     "median": float(np.median(seen)), "rounds": seen}
     return out
 

@@ -94,6 +94,7 @@ class Engine:
         self.call_s = software.call_overhead_s(sc)
         self.contended = contention.applies(sc)
         self.syncing = []           # (start, end, bytes sent) of this iteration's bucket syncs
+        self.codec_ran = False      # this iteration's sync ran a codec's kernels
 
     # -- pieces of an iteration
     def _factors(self):
@@ -174,6 +175,7 @@ class Engine:
             self.syncing.clear()
             wait = env.now - backward_end
             exposed, codec = split_sync_wait(wait, self.machine.codec_s - codec_before)
+            self.codec_ran = self.machine.codec_s > codec_before
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
 
@@ -202,8 +204,10 @@ class Engine:
         phases["compute"] += w.backward_s * mean
         phases["straggler_wait"] += w.backward_s * (slowest - mean)
         if self.updaters:
-            yield self._compute("update", self.update_s, [1.0] * len(self.updaters), self.updaters)
-            phases["update"] += self.update_s
+            # after a codec the update reads its arrays from memory (compute.update_after_codec)
+            update_s = self.update_s * (1.0 + self.sc.compute.update_after_codec * self.codec_ran)
+            yield self._compute("update", update_s, [1.0] * len(self.updaters), self.updaters)
+            phases["update"] += update_s
 
     # -- whole runs
     def window(self) -> tuple[int, int]:

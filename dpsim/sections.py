@@ -158,6 +158,13 @@ class ComputeConfig:
     # PowerSGD is made of the framework's own additions and products: at mem_bw_gbs, whatever this says.
     codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels (1-bit, fp16, top-k; "
                              "not PowerSGD's); 0 = mem_bw_gbs")
+    # A codec's kernels sweep the gradient, its residuals and their packed copies through
+    # memory; the optimizer's update right after them finds its own arrays (weights, momentum)
+    # evicted from the caches and reads them from memory. course calibrate measures it on CPUs
+    # (its 2-rank probe's update after the 1-bit sync against after the ring: 0.38 on the
+    # 2-core machine, course/README.md); a GPU's update streams from HBM either way: 0.
+    update_after_codec: float = _spec(0.0, nonneg=True, doc="fraction the update runs slower in a step whose "
+                                      "sync ran a codec (caches it flushed; course calibrate measures it)")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).

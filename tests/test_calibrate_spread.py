@@ -63,6 +63,17 @@ def test_the_range_is_the_10_90_percent_of_the_rounds_own_fits():
     assert spread.noisy(spread.figure_spreads(record(QUIET), fit(record(QUIET)), fit)) == []
 
 
+def test_a_value_of_more_digits_than_the_range_keeps_stays_inside_it():
+    """A fit from all rounds of 7 significant digits (5637.364 us, on a busy machine) with its
+    rounds' 90th percentile below it: the range still holds the value (dpsim refuses one that
+    does not), however the ends are rounded."""
+    rounds = [3239.49, 4000.0, 5000.0, 5500.0, 5600.0]
+    full = {**fit(record(rounds)), "sync": {"message_overhead_us": 5637.364}}
+    got = spread.figure_spreads(record(rounds), full, fit)["sync.message_overhead_us"]
+    assert got["low"] <= got["value"] <= got["high"]
+    dpsim.bands.checked_range("sync.message_overhead_us", got | {"value": 5637.364})
+
+
 def test_a_noisy_calibration_ends_in_one_line_and_exit_3(recorded, tmp_path, capsys):
     given, calls = recorded
     given += [BUSY, BUSY]

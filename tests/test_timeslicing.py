@@ -92,3 +92,22 @@ def test_kernels_of_ranks_sharing_a_core_pay_the_timeslice_overhead_as_compute_d
     values = CPU["model"]["params"]
     assert per_iteration[2] == pytest.approx(codec_closed_form(values, 2, 10e-6, 2e9, 1.0), rel=1e-9)
     assert per_iteration[4] == pytest.approx(codec_closed_form(values, 4, 10e-6, 2e9, 2.0) * (1 + overhead), rel=1e-9)
+
+
+@pytest.mark.parametrize("compression", ["1bit", "none"])
+def test_the_update_after_a_codec_runs_update_after_codec_slower(compression):
+    """A step whose sync ran the codec's kernels updates (1 + update_after_codec) slower; a
+    step without a codec, or one rank (no sync), updates as before."""
+    keys = {"sync.compression": compression, "training.iterations": 2, "cluster.gpus_per_node": 2,
+            "cluster.gpus_per_pcie_switch": 2}
+    plain = dpsim.simulate(CPU, keys).breakdown_s["update"]
+    slower = dpsim.simulate(CPU, {**keys, "compute.update_after_codec": 0.4}).breakdown_s["update"]
+    assert slower == pytest.approx(plain * (1.4 if compression == "1bit" else 1.0), rel=1e-12)
+    one = {**keys, "cluster.gpus_per_node": 1, "cluster.gpus_per_pcie_switch": 1}
+    assert dpsim.simulate(CPU, {**one, "compute.update_after_codec": 0.4}).breakdown_s["update"] == \
+        pytest.approx(dpsim.simulate(CPU, one).breakdown_s["update"], rel=1e-12)
+
+
+def test_fit_update_after_codec_is_the_probes_ratio_never_below_zero():
+    assert fit.fit_update_after_codec(1.4e-3, 1.96e-3) == pytest.approx(0.4)
+    assert fit.fit_update_after_codec(1.4e-3, 1.3e-3) == 0.0
