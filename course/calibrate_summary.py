@@ -3,7 +3,7 @@ the figures that moved between rounds, and the machine's load while it measured.
 import numpy as np
 
 from course import spread
-from course.measurements import Measurements, unsteady
+from course.measurements import STALLED, Measurements, unsteady
 
 
 def summary(prof, measured):
@@ -38,6 +38,13 @@ def summary(prof, measured):
     if "timeslice_overhead" in cl:
         lines.append(f"  time-slicing    ranks sharing a core compute {cl['timeslice_overhead']:.1%} slower than "
                      f"their share and finish {c['shared_jitter']:.1%} apart -> timeslice_overhead, shared_jitter")
+    if "update_after_codec" in c:
+        lines.append(f"  after 1-bit     the update runs {c['update_after_codec']:.1%} slower than after the ring "
+                     f"(the codec evicted its arrays) -> update_after_codec")
+    reprobed = [n for n, rs in measured["probes"].items() for p in rs if "reprobed" in p]
+    if reprobed:
+        lines.append(f"  stalled rounds  {len(reprobed)} probe(s) of {', '.join(sorted(set(reprobed)))} ranks probed "
+                     f"again: their ring loop took over {STALLED}x the rounds' median")
     lines.append(f"  (medians of {rounds} rounds of probes)")
     lines += range_lines(measured.get("spread", {}), measured.get("machine_load"))
     for warning in unsteady(measured):
