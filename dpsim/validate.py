@@ -37,7 +37,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import config, hardware, memory, sections, software
+from . import config, hardware, memory, nccl_tuning, sections, software
 from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate, with_gpus
@@ -97,8 +97,9 @@ def scenario(case) -> dict:
           "sync": {"strategy": d.get("strategy", "ring"), "call_overhead_us": software.NCCL_CALL_US,
                    **rest.get("sync", {})}}
     if case["what"] == "allreduce_busbw":
-        return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
-                                           "sync.segment_mib": NCCL_SEGMENT_MIB})
+        sc = config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
+                                         "sync.segment_mib": NCCL_SEGMENT_MIB})
+        return sc if "strategy" in d else config.apply_overrides(sc, {"sync.strategy": nccl_algorithm(case, sc)})
     if case["what"] == "memory_per_gpu":
         return {**sc, "model": {"params": d["model_params"], "flops_per_sample": 1.0},
                 "compute": {"precision": d["precision"]}, "training": {"optimizer": d["optimizer"]}}
@@ -107,6 +108,18 @@ def scenario(case) -> dict:
     sc["training"] = {"batch_per_gpu": d["batch"], **rest.get("training", {})}
     sc["compute"].update(one_gpu_rate(sc))
     return sc
+
+
+def nccl_algorithm(case, sc: dict) -> str:
+    """The all-reduce a busbw case that names no algorithm runs: the one NCCL's tuning model
+    (dpsim.nccl_tuning) times faster for the case's message on its GPUs' link and NICs."""
+    s = config.load_scenario(sc)
+    intra, inter = s.link_spec("intra"), s.link_spec("inter")
+    c = s.cluster
+    kind = "pcie" if intra.kind == "pcie" else "nvlink"
+    chosen = nccl_tuning.pick(case.get("message_bytes", GIB), c.nodes, c.gpus_per_node, intra.achievable_gbs,
+                              c.nics_per_node * inter.achievable_gbs, kind)
+    return {"ring": "ring", "tree": "double-tree"}[chosen]
 
 
 # One GPU's measured training rate, (GPU, model, precision) -> (samples/s, batch, source): the
