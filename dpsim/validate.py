@@ -11,9 +11,11 @@ set a dpsim default, e.g. a transport's efficiency; shown and not scored).
 
 What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
-                      bucket, without overlap, strategy ring unless the table names another,
-                      timed alone (dpsim.collective_time, with NCCL's fixed cost per call,
-                      software.NCCL_CALL_US, which every case's calls pay): bus
+                      bucket, without overlap, by the strategy the table names, else by the
+                      algorithm NCCL's own tuning model picks for that message on the case's
+                      link and NICs (dpsim.nccl_tuning: a tree on 2 nodes of fast-linked GPUs
+                      with few NICs, a ring otherwise), timed alone (dpsim.collective_time,
+                      with NCCL's fixed cost per call, software.NCCL_CALL_US): bus
                       bandwidth = 2(n-1)/n x bytes / time, as nccl-tests reports it. Each step's
                       chunk is pipelined in segments of NCCL_SEGMENT_MIB (sync.segment_mib), as
                       NCCL's kernels do. Within tolerance: predicted/published in 0.75-1.25.
