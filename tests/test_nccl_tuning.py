@@ -61,3 +61,10 @@ def test_tree_inside_one_dgx1_follows_its_nvlink_rings():
     ring = collective.collective_time(sc, 256 * 2 ** 20, "ring")
     tree = collective.collective_time(sc, 256 * 2 ** 20, "double-tree")
     assert tree == pytest.approx(ring, rel=1e-6)
+
+
+@pytest.mark.parametrize("case", [c for c in validate.load_cases() if c.get("algorithm", "").startswith("Ring")],
+                         ids=lambda c: c["name"])
+def test_a_case_whose_run_ran_a_ring_runs_a_ring(case):
+    """The source's algorithm, where it names one, beats what NCCL's model would pick."""
+    assert config.load_scenario(validate.scenario(case)).sync.strategy == "ring"
