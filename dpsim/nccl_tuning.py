@@ -24,7 +24,9 @@ algorithms that dpsim has, ring and tree (dpsim's double-tree), with NCCL's cons
 What follows, for a large message: on one node, and beyond 2 nodes, a ring (0.92/2 < n/(2(n-1)));
 on exactly 2 nodes with more than one GPU each, a tree wherever the GPUs' link is faster than
 about 1.16 x the NICs (0.5 n/(n-1) / 0.46 on 16 ranks), as on NVLink nodes with few NICs.
-A tree with one GPU per node is the ring itself: ring.
+A tree with one GPU per node is the ring itself: ring. NCCL 2.4's older rule agrees on 2 nodes:
+it counts an NVLink node's tree at 3/4 x 2 = 1.5 x the ring's bandwidth there and so runs the
+tree at every size (src/init.cc ncclTreeThreshold, NVIDIA/nccl tag v2.4.7-1).
 """
 import math
 
