@@ -11,9 +11,11 @@ set a dpsim default, e.g. a transport's efficiency; shown and not scored).
 
 What is predicted, per kind of case:
   allreduce_busbw     one all-reduce of message_bytes (1 GiB where the case gives none) as one
-                      bucket, without overlap, strategy ring unless the table names another,
-                      timed alone (dpsim.collective_time, with NCCL's fixed cost per call,
-                      software.NCCL_CALL_US, which every case's calls pay): bus
+                      bucket, without overlap, by the strategy the table names, else by the
+                      algorithm NCCL's own tuning model picks for that message on the case's
+                      link and NICs (dpsim.nccl_tuning: a tree on 2 nodes of fast-linked GPUs
+                      with few NICs, a ring otherwise), timed alone (dpsim.collective_time,
+                      with NCCL's fixed cost per call, software.NCCL_CALL_US): bus
                       bandwidth = 2(n-1)/n x bytes / time, as nccl-tests reports it. Each step's
                       chunk is pipelined in segments of NCCL_SEGMENT_MIB (sync.segment_mib), as
                       NCCL's kernels do. Within tolerance: predicted/published in 0.75-1.25.
@@ -37,7 +39,7 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import config, hardware, memory, sections, software
+from . import config, hardware, memory, nccl_tuning, sections, software
 from .collective import collective_time, one_bucket
 from .errors import ScenarioError
 from .simulation import simulate, with_gpus
@@ -97,8 +99,9 @@ def scenario(case) -> dict:
           "sync": {"strategy": d.get("strategy", "ring"), "call_overhead_us": software.NCCL_CALL_US,
                    **rest.get("sync", {})}}
     if case["what"] == "allreduce_busbw":
-        return config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
-                                           "sync.segment_mib": NCCL_SEGMENT_MIB})
+        sc = config.apply_overrides(sc, {**one_bucket(case.get("message_bytes", GIB)),
+                                         "sync.segment_mib": NCCL_SEGMENT_MIB})
+        return sc if "strategy" in d else config.apply_overrides(sc, {"sync.strategy": nccl_algorithm(case, sc)})
     if case["what"] == "memory_per_gpu":
         return {**sc, "model": {"params": d["model_params"], "flops_per_sample": 1.0},
                 "compute": {"precision": d["precision"]}, "training": {"optimizer": d["optimizer"]}}
@@ -107,6 +110,18 @@ def scenario(case) -> dict:
     sc["training"] = {"batch_per_gpu": d["batch"], **rest.get("training", {})}
     sc["compute"].update(one_gpu_rate(sc))
     return sc
+
+
+def nccl_algorithm(case, sc: dict) -> str:
+    """The all-reduce a busbw case that names no algorithm runs: the one NCCL's tuning model
+    (dpsim.nccl_tuning) times faster for the case's message on its GPUs' link and NICs."""
+    s = config.load_scenario(sc)
+    intra, inter = s.link_spec("intra"), s.link_spec("inter")
+    c = s.cluster
+    kind = "pcie" if intra.kind == "pcie" else "nvlink"
+    chosen = nccl_tuning.pick(case.get("message_bytes", GIB), c.nodes, c.gpus_per_node, intra.achievable_gbs,
+                              c.nics_per_node * inter.achievable_gbs, kind)
+    return {"ring": "ring", "tree": "double-tree"}[chosen]
 
 
 # One GPU's measured training rate, (GPU, model, precision) -> (samples/s, batch, source): the

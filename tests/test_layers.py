@@ -27,7 +27,7 @@ ONLY_FROM = {("mpi_impl", "dpsim"): ("dpsim.vocabulary",)}
 # or the layers below. Every dpsim module is in one: a new module must be placed here.
 DPSIM_LAYERS = {
     "words and tables": ("vocabulary", "errors", "files", "limits", "hardware", "models", "results", "compute",
-                         "sharing", "nvlink", "transports", "software", "contention"),
+                         "sharing", "nvlink", "transports", "software", "contention", "nccl_tuning"),
     "the wires": ("maxmin", "network", "ledger", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
     "the scenario": ("specs", "sections", "overrides", "bands", "derived", "config"),

@@ -3,8 +3,9 @@ full bandwidth broadcast, reduction and scan", Parallel Computing 35(12), 2009; 
 tree all-reduce, NVIDIA developer blog "Massively Scale Your Deep Learning Training with NCCL
 2.4").
 
-Inside each node the GPUs reduce-scatter along a ring (NCCL chains them; the bytes per link
-are the same), so GPU l of every node holds 1/g of its node's sum. Across the N nodes the
+Inside each node the GPUs reduce-scatter along the node's rings (cluster.node_rings: its
+NVLink rings where it has an NVLink mesh, as NCCL's channels follow NVLink paths; else one ring
+in GPU order), the bytes split over them, so GPU l of every node holds 1/g of its node's sum. Across the N nodes the
 GPUs with the same local number all-reduce their m/g bytes on two binary trees at once, each
 carrying half: tree A is a heap over the nodes (parent of k is (k-1)//2), tree B its mirror
 (node k plays N-1-k), so a node that is a leaf in one is inside the other. Reduce: every
@@ -35,13 +36,19 @@ def across_nodes(machine, groups, nbytes):
     yield machine.send([(dst, src, b) for src, dst, b in up], "tree-broadcast")
 
 
+def node_rings(cluster):
+    """Every node's rings (cluster.node_rings) as rank names."""
+    g = cluster.gpus_per_node
+    return [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in cluster.node_rings]
+
+
 def allreduce(machine, ranks, nbytes):
     cluster = machine.cluster
-    nodes = cluster.node_groups
-    g = len(nodes[0])
+    g = cluster.gpus_per_node
+    rings, share = node_rings(cluster), nbytes / len(cluster.node_rings)
     if g > 1:
-        yield from ring.reduce_scatter(machine, nodes, nbytes)
-    if len(nodes) > 1:
+        yield from ring.reduce_scatter(machine, rings, share)
+    if cluster.nodes > 1:
         yield from across_nodes(machine, cluster.local_groups, nbytes / g)
     if g > 1:
-        yield from ring.all_gather(machine, nodes, nbytes)
+        yield from ring.all_gather(machine, rings, share)
