@@ -89,6 +89,9 @@ def fit_compute_keys(m):
     A loop that beats one matmul makes its own rate the peak (cluster.gpu.fp32_tflops)."""
     peak = m.peak_flops
     e_max, b_half = fit_compute(m.sweep, m.model["flops_per_sample"], peak, anchor=m.batch)
+    if not e_max > 0:           # measurements.sweep_shrinks: measured twice and still so
+        raise spread.Noisy("the batch sweep's forward+backward fell as the batch grew, measured twice: close "
+                           "other programs, run `python -m course doctor`, then calibrate again")
     if e_max > 1:
         peak, e_max = peak * e_max, 1.0
     return peak, e_max, b_half
@@ -356,12 +359,13 @@ def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
     disagree (course.spread), measure once more and keep the steadier of the two; if figures
     still disagree, raise course.spread.Noisy (one line) and write nothing, unless accept_noisy."""
     m = measured(progress, **kw)
-    warnings = unsteady(m) + [f"{key} disagrees between rounds" for key, _ in noisy_figures(m)]
+    warnings = unsteady(m) or [f"{key} disagrees between rounds" for key, _ in noisy_figures(m)]
     if warnings:
         if progress:
             progress(f"the machine changed while measuring ({warnings[0]}): measuring once more")
         again = measured(progress, **kw)
-        m = min((m, again), key=lambda x: (len(noisy_figures(x)), compute_spread(x)))
+        steadier = lambda x: (len(unsteady(x)), 0 if unsteady(x) else len(noisy_figures(x)), compute_spread(x))
+        m = min((m, again), key=steadier)
     prof = profile_dict(m)
     spreads = spread.figure_spreads(m, prof, profile_dict, spread.dpsim_allows(scenario_for(prof, 2, "ring", "none")))
     found = spread.noisy(spreads)

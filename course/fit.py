@@ -37,18 +37,23 @@ from dpsim.compute import UPDATE_BYTES_PER_PARAM
 from dpsim.strategies import onebit
 
 
-def fit_compute(points, flops_per_sample, peak_flops, anchor=None):
-    """(e_max, b_half) from [(batch, seconds)] under t(b) = F (b + b_half) / (P e_max), a line
-    a + k b. anchor: a batch among the points through which the line must pass exactly (the
-    batch the runs use), the slope then fitted to the others."""
+def line(points, anchor=None):
+    """(slope, intercept) of [(batch, seconds)]: least squares, or through the anchor's point."""
     b = np.array([p[0] for p in points], float)
     t = np.array([p[1] for p in points], float)
     if anchor is None:
         k, a = np.polyfit(b, t, 1)
-    else:
-        t0 = t[b == anchor][0]
-        k = float(np.sum((b - anchor) * (t - t0)) / np.sum((b - anchor) ** 2))
-        a = t0 - k * anchor
+        return float(k), float(a)
+    t0 = t[b == anchor][0]
+    k = float(np.sum((b - anchor) * (t - t0)) / np.sum((b - anchor) ** 2))
+    return k, t0 - k * anchor
+
+
+def fit_compute(points, flops_per_sample, peak_flops, anchor=None):
+    """(e_max, b_half) from [(batch, seconds)] under t(b) = F (b + b_half) / (P e_max), a line
+    a + k b. anchor: a batch among the points through which the line must pass exactly (the
+    batch the runs use), the slope then fitted to the others."""
+    k, a = line(points, anchor)
     e_max = flops_per_sample / (peak_flops * k)
     return float(e_max), float(max(a / k, 0.0))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course import launch
-from course.fit import straggler_s, summarise
+from course.fit import line, straggler_s, summarise
 from dpsim.sweeps import cores
 from mpi_impl import data, nets, pick_device
 from mpi_impl.loader import Loader
@@ -257,11 +257,21 @@ def unsteady(m, ratio=1.3):
     moments of compute (the sweep and the 1-rank probes) further apart than `ratio` (on a
     quiet 2-core machine they stay within 1.15). The link's rounds vary far more even on a
     quiet machine; its best round is taken, so it has no warning."""
-    moments = compute_moments(m)
+    moments, out = compute_moments(m), []
     if max(moments) / min(moments) > ratio:
-        return [f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
-                f"at different moments"]
-    return []
+        out.append(f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
+                   f"at different moments")
+    if sweep_shrinks(m):
+        out.append("forward+backward did not grow with the batch in the sweep (a busy moment slowed the "
+                   "small batches): no rate fits it")
+    return out
+
+
+def sweep_shrinks(m):
+    """Whether the batch sweep, a line through the run's batch as calibrate fits it
+    (fit.fit_compute), does not rise with the batch: no efficiency above 0 fits it."""
+    slope, _ = line(m["compute_s"], anchor=m["batch"])
+    return not slope > 0
 
 
 # ------------------------------------------------------------------ the record

@@ -40,3 +40,27 @@ def test_the_stored_stalled_round_is_one_steady_rounds_would_probe_again():
     measurements.steady_rounds({n: list(r) for n, r in m["probes"].items()}, lambda n: seen.append(n) or {"blocks": {}},
                                lambda s: None)
     assert seen == ["4"]
+
+
+def shrinking(m):
+    """The stored sidecar with its batch sweep falling as the batch grows (a busy moment at
+    the small batches), the run's batch as measured."""
+    times = {b: t for b, t in m["compute_s"]}
+    top = max(times.values())
+    return {**m, "compute_s": [[b, top * 2 - t if b != m["batch"] else t] for b, t in m["compute_s"]]}
+
+
+def test_a_sweep_that_falls_with_the_batch_is_unsteady_and_never_a_profile(monkeypatch):
+    """The fit of such a sweep is an efficiency below 0 (lecture 06 met one on a busy machine):
+    calibrate measures again, and if it still falls, stops with one line (Noisy, exit 3)."""
+    from course import calibrate, spread
+    m = json.loads(STORED.read_text())
+    assert not measurements.sweep_shrinks(m) and not measurements.unsteady(m)
+    bad = shrinking(m)
+    assert measurements.sweep_shrinks(bad)
+    assert any("did not grow with the batch" in w for w in measurements.unsteady(bad))
+    calls = []
+    monkeypatch.setattr(calibrate, "measured", lambda progress=None, **kw: calls.append(1) or bad)
+    with pytest.raises(spread.Noisy, match="fell as the batch grew"):
+        calibrate.calibrate(out="/nonexistent/p.toml")
+    assert len(calls) == 2
