@@ -42,6 +42,9 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
                2**20 values; the median of the rounds; less what dpsim's link model says its
                messages take: a cost per call and per byte of dpsim's quantise/decode kernels
                                                      -> compute.kernel_launch_us, codec_gbs
+  PowerSGD     its products and Gram-Schmidt on the model's matrices at compare's rank, both
+               ranks of the 2-rank probe at once: FLOPs x share / seconds (course/lowrank.py)
+                                                                   -> compute.powersgd_gflops
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
   the model    mpi_impl's network, counted: parameters, FLOPs per sample, layers, and each
                layer's weight matrix as PowerSGD takes it -> model.params, flops_per_sample,
@@ -69,13 +72,13 @@ from pathlib import Path
 
 import numpy as np
 
-from course import fit, spread
+from course import fit, lowrank, spread
 from course.compare import scenario_for
 from course.fit import fit_capacity, fit_codec, fit_compute
 from course.calibrate_summary import summary  # noqa: F401  (calibrate.summary: what calibrate prints)
 from course.machine_load import Monitor
 # ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
-from course.measurements import (ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
+from course.measurements import (LOWRANK, ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
                                  measure, overhead_s, unsteady)
 from dpsim import sharing as dpsim_sharing
 from dpsim.compute import UPDATE_BYTES_PER_PARAM
@@ -212,6 +215,7 @@ class Fitted:
     codec: tuple | None = None           # (kernel_launch_us, codec_gbs)
     timeslice_overhead: float | None = None
     shared_jitter: float | None = None
+    powersgd_gflops: float | None = None   # None: the probes did not time PowerSGD's products
 
 
 def profile_dict(measured):
@@ -222,7 +226,8 @@ def profile_dict(measured):
     capacity = fit_sharing(m)
     mem_bw, node_bw = fit_memory_keys(m, capacity)
     link_gbs, message_s = fit_pingpong(m)
-    f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s)
+    f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s,
+               powersgd_gflops=lowrank.fit_rate(m, capacity))
     overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
     f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)),
                 timeslice_overhead=overhead, shared_jitter=shared_jitter)
@@ -293,6 +298,8 @@ def compute_keys(m, f):
     if f.codec is not None:
         launch_us, codec_gbs = f.codec
         keys.update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))
+    if f.powersgd_gflops is not None:
+        keys["powersgd_gflops"] = round(f.powersgd_gflops, 4)
     return keys
 
 

@@ -158,6 +158,13 @@ class ComputeConfig:
     # PowerSGD is made of the framework's own additions and products: at mem_bw_gbs, whatever this says.
     codec_gbs: float = _spec(0.0, nonneg=True, doc="bandwidth of the codec's kernels (1-bit, fp16, top-k; "
                              "not PowerSGD's); 0 = mem_bw_gbs")
+    # The FLOP/s PowerSGD's matrix products and Gram-Schmidt reach (strategies/powersgd.py:
+    # each takes max(FLOPs / this, bytes / mem_bw_gbs)). 0 = the GPU's dense-GEMM peak
+    # (cluster.gpu.fp32_tflops or fp16_tflops, the vendor's datasheet figure) x
+    # compute.efficiency, as the model's own products run. course calibrate measures NumPy's
+    # on the model's matrix shapes at PowerSGD's rank, far below a large matmul's.
+    powersgd_gflops: float = _spec(0.0, nonneg=True, doc="FLOP/s of PowerSGD's products and orthogonalisation, "
+                                   "GFLOP/s; 0 = peak x compute.efficiency")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
