@@ -310,8 +310,9 @@ def sync_keys(m, f):
         overhead_us = f.message_s * 1e6
     else:
         overhead_us = 2 * f.loop_latency_us
+    # mpi_impl's PowerSGD takes its error from its own approximation (Vogels et al., Algorithm 2)
     return {"message_overhead_us": round(overhead_us, 3), "bucket_mib": 0.0, "overlap": False,
-            "busy_poll": m.cpu}
+            "busy_poll": m.cpu, "powersgd_error": "local"}
 
 
 # ------------------------------------------------------------------ the command

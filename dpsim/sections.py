@@ -257,6 +257,14 @@ class SyncConfig:
     # ResNet-18 on CIFAR-10 at rank 2. 1% is a setting of ours: no source calls it the best.
     powersgd_rank: int = _spec(1, positive=True, doc="PowerSGD: rank r of the factors P (n x r) and Q (m x r) "
                                "of every matrix; at most min(n, m) of each")
+    # Where PowerSGD's error feedback takes its error from: the decompressed sum, as PyTorch's
+    # powerSGD_hook does (error = input - P Q^T after Q's all-reduce), or this GPU's own
+    # approximation P^ Q_w^T before Q's all-reduce, as Vogels et al. (NeurIPS 2019) Algorithm 2
+    # writes it (e_w = Delta_w - decompress(C(Delta_w))) and mpi_impl/powersgd.py runs it: one
+    # more product per matrix.
+    powersgd_error: str = _spec("aggregate", choices=("aggregate", "local"), doc="PowerSGD's error feedback: "
+                                "input - the decompressed sum (aggregate, PyTorch's hook) | input - this GPU's "
+                                "own P Q^T (local, Vogels et al. Algorithm 2, mpi_impl; one more product)")
     topk_ratio: float = _spec(0.01, positive=True, fraction=True, doc="top-k: the fraction of each bucket's values "
                               "sent, in (0, 1]")
 

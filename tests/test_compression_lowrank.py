@@ -105,3 +105,22 @@ def test_powersgd_products_take_their_flops_at_compute_powersgd_gflops(gflops):
                                              GPUS["v100"].fp32_tflops * 1e12 * 0.6)
     assert Engine(load_scenario(data)).sync_alone() == pytest.approx(expected, rel=0.01)
     assert expected > 1.1 * at_peak
+
+
+@pytest.mark.parametrize("rank", [1, 4])
+def test_error_from_the_own_approximation_costs_one_more_product(rank):
+    """sync.powersgd_error = "local" (Vogels et al., Algorithm 2, as mpi_impl runs it): the error is
+    M - P Q_w^T with this GPU's own Q, a fourth product; the wire is the same."""
+    n = 2
+    sc = scenario(n, "powersgd", powersgd_rank=rank, powersgd_error="local")
+    matrices, vectors = matrices_and_vectors("resnet20-cifar")
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    flops = GPUS["v100"].fp32_tflops * 1e12 * sc.compute.efficiency
+    wire = sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+    expected = wire + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, flops, products=4)
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    rs = [(a, b, min(rank, a, b)) for a, b in matrices]          # one product by hand, at V100's bandwidth
+    one_product = LAUNCH * len(rs) + max(4 * sum(a * b + a * r + b * r for a, b, r in rs) / MEM_BW,
+                                         2 * sum(a * b * r for a, b, r in rs) / flops)
+    plain = Engine(scenario(n, "powersgd", powersgd_rank=rank)).sync_alone()
+    assert Engine(sc).sync_alone() - plain == pytest.approx(one_product, rel=1e-6)

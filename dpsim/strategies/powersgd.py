@@ -13,6 +13,8 @@ min_compression_rate of 2); the rest (biases, norms, small matrices) are all-red
   6. Q = M^T P                                                      2 n m r' FLOPs
   7. all-reduce every Q (4 sum m r' bytes)
   8. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
+With sync.powersgd_error = "local" (Vogels et al., Algorithm 2; mpi_impl/powersgd.py) the error is
+M - P Q_w^T, this GPU's own Q before step 7: one more product, 2 n m r' FLOPs, before the all-reduce.
 Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it and Gram-Schmidt
 take the longer of their bytes at the memory bandwidth and their FLOPs at the matmul rate:
     max(FLOPs / rate, bytes / cluster.gpu.mem_bw_gbs)                         (Machine.kernel)
@@ -56,9 +58,10 @@ def products(kept):
             2 * sum(n * m * r for n, m, r in kept), len(kept))
 
 
-def wrap(allreduce, rank, buckets):
+def wrap(allreduce, rank, buckets, local_error=False):
     """The inner all-reduce run on the factors; `buckets` in the order the engine syncs them
-    (each call is the next bucket, whose matrices it compresses)."""
+    (each call is the next bucket, whose matrices it compresses). local_error: the error from
+    this GPU's own P Q^T, one more product (Vogels et al., Algorithm 2)."""
     turn = [0]
 
     def compressed_allreduce(machine, ranks, nbytes):
@@ -79,6 +82,8 @@ def wrap(allreduce, rank, buckets):
         yield machine.kernel(ranks, "powersgd-orthogonalise", 8 * sum(n * r for n, _, r in kept), len(kept),
                              2 * sum(n * r * r for n, _, r in kept), library=True)
         yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1], library=True)
+        if local_error:
+            yield machine.kernel(ranks, "powersgd-own-M'=PQt", product[0], product[2], product[1], library=True)
         yield from allreduce(machine, ranks, 4 * sum(m * r for _, m, r in kept))
         yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1], library=True)
         yield machine.kernel(ranks, "powersgd-new-error", 12 * values, library=True)
