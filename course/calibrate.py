@@ -77,7 +77,7 @@ from course.compare import scenario_for
 from course.fit import fit_capacity, fit_codec, fit_compute
 from course.calibrate_summary import summary  # noqa: F401  (calibrate.summary: what calibrate prints)
 from course.machine_load import Monitor
-# ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
+# LOWRANK, ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
 from course.measurements import (LOWRANK, ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
                                  measure, overhead_s, unsteady)
 from dpsim import sharing as dpsim_sharing
