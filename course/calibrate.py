@@ -42,6 +42,9 @@ each applying one of course/fit.py's inversions of a dpsim cost formula:
                2**20 values; the median of the rounds; less what dpsim's link model says its
                messages take: a cost per call and per byte of dpsim's quantise/decode kernels
                                                      -> compute.kernel_launch_us, codec_gbs
+  PowerSGD     its products and Gram-Schmidt on the model's matrices at compare's rank, both
+               ranks of the 2-rank probe at once: FLOPs x share / seconds (course/lowrank.py)
+                                                                   -> compute.powersgd_gflops
   cores, host  os.sched_getaffinity; a 64 MB copy                 -> cpu_cores, host_mem_bw_gbs
   the model    mpi_impl's network, counted: parameters, FLOPs per sample, layers, and each
                layer's weight matrix as PowerSGD takes it -> model.params, flops_per_sample,
@@ -65,17 +68,16 @@ import json
 import os
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import numpy as np
 
-from course import fit, spread
+from course import fit, lowrank, spread
 from course.compare import scenario_for
 from course.fit import fit_capacity, fit_codec, fit_compute
 from course.calibrate_summary import summary  # noqa: F401  (calibrate.summary: what calibrate prints)
 from course.machine_load import Monitor
-# ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
-from course.measurements import (ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
+from course.profile_file import sidecar, to_toml, write_pair  # noqa: F401  (calibrate.sidecar, .to_toml)
+# LOWRANK, ROUNDS, codec_probe and overhead_s are read as calibrate's names too (tests/test_course.py)
+from course.measurements import (LOWRANK, ROUNDS, Measurements, codec_probe, compute_spread,  # noqa: F401
                                  measure, overhead_s, unsteady)
 from dpsim import sharing as dpsim_sharing
 from dpsim.compute import UPDATE_BYTES_PER_PARAM
@@ -216,6 +218,7 @@ class Fitted:
     timeslice_overhead: float | None = None
     shared_jitter: float | None = None
     update_after_codec: float | None = None  # the 2-rank probe's update after 1-bit against after the ring
+    powersgd_gflops: float | None = None   # None: the probes did not time PowerSGD's products
 
 
 def profile_dict(measured):
@@ -226,7 +229,8 @@ def profile_dict(measured):
     capacity = fit_sharing(m)
     mem_bw, node_bw = fit_memory_keys(m, capacity)
     link_gbs, message_s = fit_pingpong(m)
-    f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s)
+    f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s,
+               powersgd_gflops=lowrank.fit_rate(m, capacity))
     overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
     after = m.per_round(2, lambda p, _: fit.fit_update_after_codec(p.update_s, p.onebit_update_s)) \
         if m.probes[2][0].onebit_update_s is not None else None
@@ -300,6 +304,8 @@ def compute_keys(m, f):
     if f.codec is not None:
         launch_us, codec_gbs = f.codec
         keys.update(kernel_launch_us=round(launch_us, 3), codec_gbs=round(codec_gbs, 4))
+    if f.powersgd_gflops is not None:
+        keys["powersgd_gflops"] = round(f.powersgd_gflops, 4)
     return keys
 
 
@@ -310,34 +316,12 @@ def sync_keys(m, f):
         overhead_us = f.message_s * 1e6
     else:
         overhead_us = 2 * f.loop_latency_us
+    # mpi_impl's PowerSGD takes its error from its own approximation (Vogels et al., Algorithm 2)
     return {"message_overhead_us": round(overhead_us, 3), "bucket_mib": 0.0, "overlap": False,
-            "busy_poll": m.cpu}
+            "busy_poll": m.cpu, "powersgd_error": "local"}
 
 
 # ------------------------------------------------------------------ the command
-
-def to_toml(d, prefix=""):
-    """A flat-enough dict as TOML: top-level strings, then one table per section."""
-    def value(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return json.dumps(v)
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
-        if isinstance(v, list):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        return repr(v)
-    lines = [f"{k} = {value(v)}" for k, v in d.items() if not isinstance(v, dict)]
-    for section, table in d.items():
-        if isinstance(table, dict):
-            lines += ["", f"[{section}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
-
-
-def sidecar(path):
-    return Path(path).with_suffix(".measured.json")
-
 
 def measured(progress=None, **kw):
     """measure(), the machine's load sampled while it runs (course.machine_load.Monitor): the
@@ -389,12 +373,3 @@ def header(m, found):
         lines.append("WARNING: written with --accept-noisy; the rounds disagree on "
                      + ", ".join(key for key, _ in found) + ": predictions from it inherit that moment")
     return "".join(f"# {line}\n" for line in lines)
-
-
-def write_pair(out, profile_text, sidecar_text):
-    """The profile and its sidecar, each under a temporary name until both are complete, then
-    renamed one right after the other (dpsim.files.writing): Ctrl-C leaves the old pair."""
-    from dpsim.files import writing
-    with writing(sidecar(out), flag="-o") as side, writing(out, flag="-o") as profile:
-        profile.write(profile_text)
-        side.write(sidecar_text)

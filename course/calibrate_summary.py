@@ -33,6 +33,10 @@ def summary(prof, measured):
              f"costs {2 * link['latency_us']:.0f} us (fitted to the 2-rank ring sync) -> intra, host_link",
              f"  1-bit codec     {c['kernel_launch_us']:.1f} us per kernel, {c['codec_gbs']:.2f} GB/s on the bytes "
              f"its kernels touch -> kernel_launch_us, codec_gbs"]
+    if "powersgd_gflops" in c:
+        lines.append(f"  PowerSGD        its products and Gram-Schmidt at rank {m.probes[2][0].lowrank[0]} on the model's "
+                     f"matrices: {c['powersgd_gflops']:.2f} GFLOP/s (a large matmul: {m.peak_flops / 1e9:.1f}) "
+                     f"-> powersgd_gflops")
     if "timeslice_us" in cl:
         lines.append(scheduling_line(m, cl["timeslice_us"]))
     if "timeslice_overhead" in cl:

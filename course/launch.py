@@ -36,10 +36,12 @@ def run(ranks, module, args, timeout=600):
     return done.stdout
 
 
-def probe(ranks, model, width, depth, batch, syncs=("ring",), steps=16, device="cpu", timeout=300, codec=()):
+def probe(ranks, model, width, depth, batch, syncs=("ring",), steps=16, device="cpu", timeout=300, codec=(),
+          lowrank=0):
     """course.probe's JSON: every step's parts on `ranks` ranks (see course/probe.py); codec:
-    buffer sizes at which to time the 1-bit codec."""
+    buffer sizes at which to time the 1-bit codec; lowrank: PowerSGD's rank at which to time
+    its products (0: not timed)."""
     out = run(ranks, "course.probe", ["--model", model, "--width", width, "--depth", depth, "--batch", batch,
                                       "--syncs", ",".join(syncs), "--steps", steps, "--device", device,
-                                      "--codec", ",".join(map(str, codec))], timeout)
+                                      "--codec", ",".join(map(str, codec)), "--lowrank", lowrank], timeout)
     return json.loads(out.strip().splitlines()[-1])

@@ -15,8 +15,9 @@ What is measured (one BLAS thread per process):
   probes        course/probe.py on 1, 2, sharing_ranks and 2 x sharing_ranks ranks at once,
                 ROUNDS rounds (a busy moment hits one round of each, not every probe of one
                 rank count); the 2-rank probe also times OneBitAllreduce at two buffer sizes
-                alone, and the gradient's call in a second block of steps, as training makes it;
-                a round whose ring loop stalled (steady_rounds) is probed once more
+                alone, and the gradient's call in a second block of steps, as training makes it,
+                and PowerSGD's products on the model's matrices (course/lowrank.py); a round
+                whose ring loop stalled (steady_rounds) is probed once more
 
 The machine drifts from minute to minute, so the 1-rank loop's figures are medians of every
 moment calibrate timed them: the one-process sweep, then each round's 1-rank probe.
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from course import launch
+from course.compare_plan import SETTINGS
 from course.fit import line, straggler_s, summarise
 from dpsim.sweeps import cores
 from mpi_impl import data, nets, pick_device
@@ -41,6 +43,7 @@ BATCHES = (16, 32, 64, 128)
 CODEC_MIN_VALUES = 1 << 20
 ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
 STALLED = 1.5              # a round's ring loop this many times the rounds' median: probed once more
+LOWRANK = SETTINGS["powersgd"][0][2]   # PowerSGD's rank as course compare runs it, for its products
 
 
 # ------------------------------------------------------------------ timing this machine
@@ -107,15 +110,17 @@ def sharing_ranks(devices):
     return max(2, min(devices, 4))
 
 
-def probe_rounds(ranks, net_args, codec_values, say, rounds=ROUNDS):
+def probe_rounds(ranks, net_args, codec_values, say, rounds=ROUNDS, lowrank=LOWRANK):
     """{str(ranks): [course.probe's JSON per round]}: every rank count once a round. Ranks of
     more than one end each step in a ring sync, the rhythm of training; the 2-rank probe
     also times the 1-bit codec at `codec_values`, alone and, in a second block of steps, as
-    training calls it: once a step on the gradient, between backward and the update."""
+    training calls it: once a step on the gradient, between backward and the update; and
+    PowerSGD's products at rank `lowrank` (course/lowrank.py)."""
     def probe(n):
         codec = codec_values if n == "2" else ()
         syncs = ("ring", "1bit") if n == "2" else ("ring",) if n != "1" else ()
-        return launch.probe(int(n), syncs=syncs, codec=codec, steps=32, **net_args)
+        return launch.probe(int(n), syncs=syncs, codec=codec, steps=32, lowrank=lowrank if n == "2" else 0,
+                            **net_args)
     probes = {str(n): [] for n in ranks}
     for r in range(rounds):
         say(f"probing 1, 2, ... ranks at once (round {r + 1} of {rounds})")
@@ -291,6 +296,7 @@ class Probe:
     message_s: float | None      # one-way time of 8 bytes, the median of the round trips
     message_mean_s: float | None  # the same, the mean: it holds the rare long waits for the scheduler
     link_gbs: float | None       # the largest message over its extra time above 8 bytes (best round trip)
+    lowrank: list | None = None  # [PowerSGD's rank, seconds of its products] (course/lowrank.py), 2 ranks
 
     @classmethod
     def from_json(cls, p):
@@ -304,7 +310,8 @@ class Probe:
                    onebit_update_s=summarise([p], "1bit")["update_s"] if "1bit" in p["blocks"] else None,
                    message_s=p["one_way_median_s"][0] if best else None,
                    message_mean_s=p["one_way_mean_s"][0] if best else None,
-                   link_gbs=sizes[-1] / (best[-1] - best[0]) / 1e9 if best else None)
+                   link_gbs=sizes[-1] / (best[-1] - best[0]) / 1e9 if best else None,
+                   lowrank=p.get("lowrank"))
 
     @property
     def compute_mean_s(self):

@@ -2,7 +2,7 @@
 
     mpiexec -n N python -m course.probe [--model mlp --width 1024 --depth 2 --batch 64]
                                         [--syncs ring,1bit] [--steps 16] [--device cpu|gpu]
-                                        [--codec VALUES,VALUES]
+                                        [--codec VALUES,VALUES] [--lowrank R]
 
 `calibrate` runs it on 1, 2 and 4 ranks (on 2 cores), every rank count once a round
 (course/measurements.py); `compare --probe` right before a run, to say which part moved when
@@ -27,13 +27,15 @@ codec (OneBitAllreduce.codec_s) is kept as well.
 Ranks then pair up (0-1, 2-3, ...) and all pairs ping-pong at once; per message size the
 one-way time is the best, the median and the mean of a few round trips (the mean holds the
 rare long waits of busy-polling ranks for the scheduler). With --codec, one OneBitAllreduce
-of each size is timed: the call and its codec.
+of each size is timed: the call and its codec. With --lowrank R, PowerSGD's products and
+orthogonalisation at rank R on the model's weight matrices, every rank at once
+(course/lowrank.py): the slowest rank's seconds per pass.
 
 Rank 0 prints one JSON object: {"ranks", "blocks": {algorithm (or "none"): {"steps_s": {part:
 [[per step] per rank]} for load, compute, scale, update, "sync_steps_s": [per step, mean of
 ranks], "codec_steps_s": [per step; 1bit only]}}, "sizes_bytes", "one_way_s",
 "one_way_median_s", "one_way_mean_s": [per size, the slowest pair's], "codec_values",
-"onebit_s", "codec_s": [per size]}.
+"onebit_s", "codec_s": [per size], "lowrank": [R, seconds] or null}.
 """
 import json
 import time
@@ -108,6 +110,22 @@ def codec_times(comm, values, reps=5, device="cpu"):
     return calls, codec
 
 
+def lowrank_times(comm, args):
+    """[rank, the slowest rank's seconds of one pass of PowerSGD's products and orthogonalisation
+    over the model's weight matrices] (course/lowrank.py), every rank at once."""
+    from course.lowrank import lowrank_seconds
+    from course.measurements import weight_matrices
+    dev = pick_device(args.device, comm)
+    net = nets.build(args.model, *_data_shape(), args.width, args.depth, xp=dev.xp)
+    seconds = lowrank_seconds(weight_matrices(net) or [], args.lowrank, dev.xp, dev.clock, barrier=comm.Barrier)
+    return [args.lowrank, comm.allreduce(seconds, op=MPI.MAX)]
+
+
+def _data_shape():
+    train, _ = data.load("synthetic", samples=16)
+    return train.shape, train.classes
+
+
 def steps(comm, model, width, depth, batch, syncs, count, device="cpu"):
     """A block of `count` steps (after one warm-up step) for each algorithm in syncs, one
     block after the other: a sync sets the rhythm of the steps around it (how staggered the
@@ -170,6 +188,8 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=10, help="ping-pong round trips per size")
     p.add_argument("--codec", default="", help="comma-separated buffer sizes (values) at which to time "
                                                "the 1-bit codec")
+    p.add_argument("--lowrank", type=int, default=0, help="PowerSGD's rank at which to time its products "
+                                                           "(course/lowrank.py); 0: not timed")
     with usage_errors("course.probe"):
         args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
@@ -181,6 +201,7 @@ def main(argv=None):
                                   args.device))
         one_way, one_way_median, one_way_mean = one_way_times(comm, args.reps) if n > 1 else ([], [], [])
         onebit_s, codec_s = codec_times(comm, codec_values, device=args.device) if codec_values else ([], [])
+        lowrank = lowrank_times(comm, args) if args.lowrank > 0 else None
     if comm.Get_rank() != 0:
         return
     blocks = {}
@@ -193,7 +214,7 @@ def main(argv=None):
     print(json.dumps({"ranks": n, "blocks": blocks, "sizes_bytes": list(SIZES), "one_way_s": one_way,
                       "one_way_median_s": one_way_median,
                       "one_way_mean_s": one_way_mean, "codec_values": codec_values, "onebit_s": onebit_s,
-                      "codec_s": codec_s}),
+                      "codec_s": codec_s, "lowrank": lowrank}),
           flush=True)
 
 

@@ -159,18 +159,19 @@ def powersgd_wire(matrices, plain_values, rank):
     return 4 * sum(n * r for n, _, r in rs), 4 * sum(m * r for _, m, r in rs), 4 * plain_values
 
 
-def powersgd_codec(matrices, plain_values, rank, launch_s, bytes_per_s, flops_per_s):
+def powersgd_codec(matrices, plain_values, rank, launch_s, bytes_per_s, flops_per_s, products=3):
     """Seconds of PowerSGD's kernels on one bucket: the error feedback and the new error (12
     bytes per value each), three products of 2 n m r' FLOPs reading 4(n m + n r' + m r') bytes
-    (the longer of the two), Gram-Schmidt's 2 n r'^2 FLOPs on 8 n r' bytes; a launch per matrix
-    and step, one for each pass over the bucket."""
+    (the longer of the two; four with the error from this GPU's own approximation,
+    sync.powersgd_error = "local"), Gram-Schmidt's 2 n r'^2 FLOPs on 8 n r' bytes; a launch per
+    matrix and step, one for each pass over the bucket."""
     rs = [(n, m, min(rank, n, m)) for n, m in matrices]
     values = plain_values + sum(n * m for n, m in matrices)
     roof = lambda nbytes, flops: max(nbytes / bytes_per_s, flops / flops_per_s)
     product = roof(4 * sum(n * m + n * r + m * r for n, m, r in rs), 2 * sum(n * m * r for n, m, r in rs))
     gram = roof(8 * sum(n * r for n, _, r in rs), 2 * sum(n * r * r for n, _, r in rs))
-    launches = 2 + 4 * len(rs)
-    return launches * launch_s + 2 * 12 * values / bytes_per_s + 3 * product + gram
+    launches = 2 + (products + 1) * len(rs)
+    return launches * launch_s + 2 * 12 * values / bytes_per_s + products * product + gram
 
 
 def topk_bytes_per_gpu(n, values, ratio):

@@ -27,6 +27,14 @@ def peak_tflops(sc) -> float:
     return gpu.fp32_tflops if sc.compute.precision == "fp32" else gpu.fp16_tflops
 
 
+def powersgd_flops(sc) -> float:
+    """FLOP/s of PowerSGD's products and orthogonalisation: compute.powersgd_gflops where given
+    (course calibrate measures it), else the GPU's peak x compute.efficiency."""
+    if sc.compute.powersgd_gflops:
+        return sc.compute.powersgd_gflops * 1e9
+    return peak_tflops(sc) * 1e12 * sc.compute.efficiency
+
+
 def efficiency_from_rate(sc) -> tuple[float, int]:
     """(compute.efficiency, the batch it was measured at) that make one GPU train at
     compute.samples_per_s at rate_batch (0: the one-GPU batch, training.global_batch, else

@@ -95,7 +95,7 @@ class Machine:
                    kernel_sharing=derived.kernel_sharing(sc),
                    wakeup_s=derived.wakeup_s(sc), codec_gbs=sc.compute.codec_gbs,
                    segment_bytes=sc.sync.segment_mib * MIB,
-                   flops_per_s=derived.peak_tflops(sc) * 1e12 * sc.compute.efficiency, p2p=sc.cluster.p2p)
+                   flops_per_s=derived.powersgd_flops(sc), p2p=sc.cluster.p2p)
 
     @property
     def replayed_rounds(self) -> int:

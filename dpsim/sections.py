@@ -165,6 +165,13 @@ class ComputeConfig:
     # 2-core machine, course/README.md); a GPU's update streams from HBM either way: 0.
     update_after_codec: float = _spec(0.0, nonneg=True, doc="fraction the update runs slower in a step whose "
                                       "sync ran a codec (caches it flushed; course calibrate measures it)")
+    # The FLOP/s PowerSGD's matrix products and Gram-Schmidt reach (strategies/powersgd.py:
+    # each takes max(FLOPs / this, bytes / mem_bw_gbs)). 0 = the GPU's dense-GEMM peak
+    # (cluster.gpu.fp32_tflops or fp16_tflops, the vendor's datasheet figure) x
+    # compute.efficiency, as the model's own products run. course calibrate measures NumPy's
+    # on the model's matrix shapes at PowerSGD's rank, far below a large matmul's.
+    powersgd_gflops: float = _spec(0.0, nonneg=True, doc="FLOP/s of PowerSGD's products and orthogonalisation, "
+                                   "GFLOP/s; 0 = peak x compute.efficiency")
     # One process driving several GPUs (MXNet, TensorFlow multi-tower, DataParallel): its host
     # thread issues every GPU's kernels, `dispatch_ms_per_gpu` of CPU time per GPU and
     # iteration. Compute then takes max(GPU time, GPUs in the process x dispatch).
@@ -257,6 +264,14 @@ class SyncConfig:
     # ResNet-18 on CIFAR-10 at rank 2. 1% is a setting of ours: no source calls it the best.
     powersgd_rank: int = _spec(1, positive=True, doc="PowerSGD: rank r of the factors P (n x r) and Q (m x r) "
                                "of every matrix; at most min(n, m) of each")
+    # Where PowerSGD's error feedback takes its error from: the decompressed sum, as PyTorch's
+    # powerSGD_hook does (error = input - P Q^T after Q's all-reduce), or this GPU's own
+    # approximation P^ Q_w^T before Q's all-reduce, as Vogels et al. (NeurIPS 2019) Algorithm 2
+    # writes it (e_w = Delta_w - decompress(C(Delta_w))) and mpi_impl/powersgd.py runs it: one
+    # more product per matrix.
+    powersgd_error: str = _spec("aggregate", choices=("aggregate", "local"), doc="PowerSGD's error feedback: "
+                                "input - the decompressed sum (aggregate, PyTorch's hook) | input - this GPU's "
+                                "own P Q^T (local, Vogels et al. Algorithm 2, mpi_impl; one more product)")
     topk_ratio: float = _spec(0.01, positive=True, fraction=True, doc="top-k: the fraction of each bucket's values "
                               "sent, in (0, 1]")
 

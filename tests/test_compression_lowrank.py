@@ -85,3 +85,42 @@ def test_topk_sends_less_than_the_ring_only_below_one_value_in_n():
     n, values = 8, 1e6
     ring_bytes = 2 * (n - 1) / n * 4 * values
     assert analytic.topk_bytes_per_gpu(n, values, 0.1) < ring_bytes < analytic.topk_bytes_per_gpu(n, values, 0.2)
+
+
+@pytest.mark.parametrize("gflops", [5.0, 50.0])
+def test_powersgd_products_take_their_flops_at_compute_powersgd_gflops(gflops):
+    """compute.powersgd_gflops (course calibrate measures NumPy's) replaces peak x efficiency
+    for the products and Gram-Schmidt, each still the longer of FLOPs / rate and bytes /
+    memory bandwidth; at 5 GFLOP/s the products take several times what they take at the
+    V100's 0.6 x 15.7 TFLOP/s."""
+    n, rank = 2, 4
+    data = {**star(n, 12.5, 3.0, compression="powersgd", powersgd_rank=rank),
+            "model": {"preset": "resnet20-cifar"}, "compute": {"powersgd_gflops": gflops},
+            "training": {"iterations": 2, "warmup_iterations": 1}}
+    matrices, vectors = matrices_and_vectors("resnet20-cifar")
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    wire = sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+    expected = wire + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, gflops * 1e9)
+    at_peak = wire + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW,
+                                             GPUS["v100"].fp32_tflops * 1e12 * 0.6)
+    assert Engine(load_scenario(data)).sync_alone() == pytest.approx(expected, rel=0.01)
+    assert expected > 1.1 * at_peak
+
+
+@pytest.mark.parametrize("rank", [1, 4])
+def test_error_from_the_own_approximation_costs_one_more_product(rank):
+    """sync.powersgd_error = "local" (Vogels et al., Algorithm 2, as mpi_impl runs it): the error is
+    M - P Q_w^T with this GPU's own Q, a fourth product; the wire is the same."""
+    n = 2
+    sc = scenario(n, "powersgd", powersgd_rank=rank, powersgd_error="local")
+    matrices, vectors = matrices_and_vectors("resnet20-cifar")
+    p, q, u = analytic.powersgd_wire(matrices, vectors, rank)
+    flops = GPUS["v100"].fp32_tflops * 1e12 * sc.compute.efficiency
+    wire = sum(analytic.ring(n, b, ALPHA, BETA, GAMMA) for b in (p, q, u))
+    expected = wire + analytic.powersgd_codec(matrices, vectors, rank, LAUNCH, MEM_BW, flops, products=4)
+    assert Engine(sc).sync_alone() == pytest.approx(expected, rel=0.01)
+    rs = [(a, b, min(rank, a, b)) for a, b in matrices]          # one product by hand, at V100's bandwidth
+    one_product = LAUNCH * len(rs) + max(4 * sum(a * b + a * r + b * r for a, b, r in rs) / MEM_BW,
+                                         2 * sum(a * b * r for a, b, r in rs) / flops)
+    plain = Engine(scenario(n, "powersgd", powersgd_rank=rank)).sync_alone()
+    assert Engine(sc).sync_alone() - plain == pytest.approx(one_product, rel=1e-6)

@@ -69,6 +69,8 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
         assert len(two["onebit_s"]) == 2 and two["onebit_s"][0] > two["codec_s"][0] > 0
         assert list(two["blocks"]) == ["ring", "1bit"]          # and in the loop's rhythm
         assert np.mean(two["blocks"]["1bit"]["codec_steps_s"]) > 0
+        assert two["lowrank"][0] == calibrate.LOWRANK and two["lowrank"][1] > 0     # PowerSGD's products
+    assert frag["compute"]["powersgd_gflops"] > 0
 
 
 def test_overhead_is_the_median_of_the_sweep_and_the_one_rank_probes():

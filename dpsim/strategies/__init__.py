@@ -103,7 +103,7 @@ def allreduce_for(sync, compression=None, cpu_update_s_per_param=0.0, buckets=()
     if sync.strategy == "torus2d":
         chosen = partial(chosen, width=sync.torus_x)
     if compression == "powersgd":
-        return powersgd.wrap(chosen, sync.powersgd_rank, buckets)
+        return powersgd.wrap(chosen, sync.powersgd_rank, buckets, local_error=sync.powersgd_error == "local")
     if compression == "topk":
         return topk.wrap(chosen, sync.topk_ratio)
     return fp16.wrap(chosen) if compression == "fp16" else chosen

@@ -13,12 +13,20 @@ min_compression_rate of 2); the rest (biases, norms, small matrices) are all-red
   6. Q = M^T P                                                      2 n m r' FLOPs
   7. all-reduce every Q (4 sum m r' bytes)
   8. M' = P Q^T, the new error M - M'                               2 n m r' FLOPs, 12 bytes per value
-Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it takes the longer of
-its bytes at the memory bandwidth and its FLOPs at peak x compute.efficiency (Machine.kernel);
-each matrix is one launch per step. Every step is the framework's own kernels (additions, BLAS
-products, as the optimizer's update is), so they run at the memory bandwidth
-(cluster.gpu.mem_bw_gbs), not at compute.codec_gbs, the rate of a codec's own kernels (1-bit's
-quantiser; course calibrate fits it to 1-bit's, far below NumPy's additions). Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
+With sync.powersgd_error = "local" (Vogels et al., Algorithm 2; mpi_impl/powersgd.py) the error is
+M - P Q_w^T, this GPU's own Q before step 7: one more product, 2 n m r' FLOPs, before the all-reduce.
+Each product reads M and writes its factor: 4 (n m + n r' + m r') bytes; it and Gram-Schmidt
+take the longer of their bytes at the memory bandwidth and their FLOPs at the matmul rate:
+    max(FLOPs / rate, bytes / cluster.gpu.mem_bw_gbs)                         (Machine.kernel)
+rate = compute.powersgd_gflops where given (course calibrate times NumPy's products and
+Gram-Schmidt on the model's matrices at PowerSGD's rank, course/lowrank.py: thin products run
+far below a large matmul), else the GPU's dense-GEMM peak (cluster.gpu.fp32_tflops, the
+vendor's figure) x compute.efficiency. Gram-Schmidt on the GPU presets is assumed to run at that
+rate too, one launch per matrix (a batched kernel; no measured source: at r' <= 4 its 2 n r'^2
+FLOPs are r'/m of a product's). Each matrix is one launch per step. Every step is the
+framework's own kernels (additions, BLAS products, as the optimizer's update is), so their
+bytes move at the memory bandwidth, not at compute.codec_gbs, the rate of a codec's own kernels
+(1-bit's quantiser; course calibrate fits it to 1-bit's, far below NumPy's additions). Bytes sent per GPU by a ring: 2 (N-1)/N (4 sum (n + m) r'
 + 4 u), against 2 (N-1)/N m for the whole bucket (dpsim.analytic.powersgd_*).
 """
 import math
@@ -50,9 +58,10 @@ def products(kept):
             2 * sum(n * m * r for n, m, r in kept), len(kept))
 
 
-def wrap(allreduce, rank, buckets):
+def wrap(allreduce, rank, buckets, local_error=False):
     """The inner all-reduce run on the factors; `buckets` in the order the engine syncs them
-    (each call is the next bucket, whose matrices it compresses)."""
+    (each call is the next bucket, whose matrices it compresses). local_error: the error from
+    this GPU's own P Q^T, one more product (Vogels et al., Algorithm 2)."""
     turn = [0]
 
     def compressed_allreduce(machine, ranks, nbytes):
@@ -73,6 +82,8 @@ def wrap(allreduce, rank, buckets):
         yield machine.kernel(ranks, "powersgd-orthogonalise", 8 * sum(n * r for n, _, r in kept), len(kept),
                              2 * sum(n * r * r for n, _, r in kept), library=True)
         yield machine.kernel(ranks, "powersgd-Q=MtP", product[0], product[2], product[1], library=True)
+        if local_error:
+            yield machine.kernel(ranks, "powersgd-own-M'=PQt", product[0], product[2], product[1], library=True)
         yield from allreduce(machine, ranks, 4 * sum(m * r for _, m, r in kept))
         yield machine.kernel(ranks, "powersgd-M'=PQt", product[0], product[2], product[1], library=True)
         yield machine.kernel(ranks, "powersgd-new-error", 12 * values, library=True)
