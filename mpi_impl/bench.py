@@ -79,10 +79,11 @@ def human(nbytes: int) -> str:
 
 def time_interleaved(calls, comm, iters: int, warmup: int):
     """Time each of `calls` `iters` times, taking turns call by call (so that a change in the
-    machine's load during the run hits every algorithm alike).  Returns an (iters, calls)
-    array of seconds: the slowest rank's time of each call."""
-    for call in calls:
-        for _ in range(warmup):
+    machine's load during the run hits every algorithm alike, and every call finds the
+    caches as the calls before it left them), after `warmup` untimed rounds of the same
+    turns.  Returns an (iters, calls) array of seconds: the slowest rank's time of each call."""
+    for _ in range(warmup):
+        for call in calls:
             call()
     times = np.empty((iters, len(calls)))
     for i in range(iters):

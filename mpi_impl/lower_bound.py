@@ -21,8 +21,8 @@ Independently of the steps, the bytes read and written at the level the arrays l
 (cache or memory, by their size) take the node's memory bandwidth with every rank streaming
 at once.  A copy of m bytes on every rank at once reads p m and writes p m bytes, nothing
 more: copy(m), its best time (or, if less, the sum of the best times of its 1 MiB pieces:
-primitives.swept_copy), measured at the bench's own size (so at the cache level its arrays
-live in), prices 2 p m bytes.  An algorithm moves at least B bytes (`traffic`: a step
+primitives.SweptCopy), timed at the bench's own size among the algorithms' calls (so in the
+state of the caches they run in), prices 2 p m bytes.  An algorithm moves at least B bytes (`traffic`: a step
 reads what it receives from the sender's array, reads the base it adds to, writes its
 result once; never less than every rank reading its input and writing its result, 2 p m):
 

@@ -22,9 +22,9 @@ at the same moment.
 * gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
   (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
 * copy(m), per bench size: every rank at once copies m bytes into another array
-  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Or, if less, the floor of
-  `swept_copy`: the same copies in 1 MiB pieces, each piece's best time over the repeats,
-  summed (a piece fits in a time slice, a 64 MiB copy does not).
+  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Timed only among the
+  algorithms, in the state of the caches they run in (`SweptCopy`); or, if less, the sum of
+  the best times of its 1 MiB pieces over those calls.
 
 `probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
 where beta_best and gamma_best were found, to time among the algorithms call by call: each
@@ -48,7 +48,7 @@ BIG = 64 << 20                                       # bytes of the textbook mod
 TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
 ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
 REPEATS = 10
-PIECE = 1 << 20                                      # bytes per piece of swept_copy
+PIECE = 1 << 20                                      # bytes per piece of SweptCopy
 
 
 def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
@@ -87,17 +87,15 @@ def figures(machine) -> dict:
 
 def probes(machine, x) -> list:
     """Primitives to time again among the algorithms, call by call (bench.py), so that they
-    are sampled in the same moments as the algorithms: every rank copying x (the memory
-    limit's copy(m)), the addition at the size where gamma_best was measured, and on more
-    than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A list
-    of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s: copy(m)
-    for x's size)."""
+    are sampled in the same moments, and in the same state of the caches, as the algorithms:
+    every rank copying x (the memory limit's copy(m), `SweptCopy`), the addition at the size
+    where gamma_best was measured, and on more than one rank a Barrier (alpha per round) and
+    the ring step at beta_best's size.  A list of (call, keep): keep(t) takes the call's
+    best time t into `machine` (copy_s: copy(m) for x's size)."""
     wire, device = machine["wire"], machine["device"]
     xp, sync, comm = device.xp, device.wait, wire.comm
-    into = x.copy()
-    copy = lambda: (xp.copyto(into, x), sync())
-    machine["copy_s"] = min(slowest_best(comm, copy, REPEATS), swept_copy(comm, x, into, device, machine))
-    found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
+    copy = SweptCopy(comm, x, device, machine)
+    found = [(copy, copy.keep)]
     a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
     found.append((lambda: (xp.add(a, b, out=a), sync()),
                   lambda t: machine.update(gamma_best=min(machine["gamma_best"], t / machine["gamma_bytes"]))))
@@ -112,28 +110,49 @@ def probes(machine, x) -> list:
     return found
 
 
-def swept_copy(comm, x, into, device, machine, piece: int = PIECE):
-    """A floor for copy(m) that load cannot lift: every rank at once copies x in pieces of
-    `piece` bytes, REPEATS + 1 times, and keeps each piece's best time; a rank's copy takes
-    at least the sum of its pieces' best times, and, where the ranks share C cores, all the
-    copies take at least the sum over ranks divided by C.  A whole 64 MiB copy takes longer
-    than the scheduler gives a process under load, so a busy machine preempts every one of
-    them; a 1 MiB piece fits in a time slice, so some of its repeats run undisturbed."""
-    xp, sync, n = device.xp, device.wait, max(1, piece // x.itemsize)
-    cuts = [(x[i:i + n], into[i:i + n]) for i in range(0, x.size, n)]
-    best = [float("inf")] * len(cuts)
-    comm.Barrier()
-    for _ in range(REPEATS + 1):
-        for j, (source, target) in enumerate(cuts):
+class SweptCopy:
+    """copy(m), the memory limit's price: every rank at once copies x into an array of its
+    own (``xp.copyto``: it reads m and writes m bytes, nothing more), timed only among the
+    algorithms' calls, never alone.  Alone, back to back, the 2 p m bytes of x and the copy
+    stay in a cache that the calls do not get: the bench's calls take turns, each with its
+    own output array, so each call finds its arrays where the call before it left them, and
+    so does this copy (its source is the calls' own input, its target untouched since the
+    last round, like each call's output).
+
+    Each call also times the copy in pieces of `piece` bytes and keeps each piece's best
+    time over the calls but the first (the first follows the copy made when x was taken, in
+    a cache as hot as alone).  A rank's copy takes at least the sum of its pieces' best
+    times and, where the ranks share C cores, all the copies take at least the sum over
+    ranks over C: a floor that load cannot lift, since a 1 MiB piece fits in the time slice
+    a busy machine gives a process and a 64 MiB copy does not.  keep(t) takes the lesser of
+    that floor and t, the best time of a whole call (the slowest rank's)."""
+
+    def __init__(self, comm, x, device, machine, piece: int = PIECE):
+        self.comm, self.device, self.machine = comm, device, machine
+        self.into = x.copy()
+        n = max(1, piece // x.itemsize)
+        self.cuts = [(x[i:i + n], self.into[i:i + n]) for i in range(0, x.size, n)]
+        self.best = [float("inf")] * len(self.cuts)
+        self.calls = 0
+
+    def __call__(self):
+        xp, sync = self.device.xp, self.device.wait
+        for j, (source, target) in enumerate(self.cuts):
             start = time.perf_counter()
             xp.copyto(target, source)
             sync()
-            best[j] = min(best[j], time.perf_counter() - start)
-    mine = sum(best)
-    floor = comm.allreduce(mine, op=MPI.MAX)
-    if machine.get("cores"):
-        floor = max(floor, comm.allreduce(mine, op=MPI.SUM) / machine["cores"])
-    return floor
+            if self.calls:
+                self.best[j] = min(self.best[j], time.perf_counter() - start)
+        self.calls += 1
+
+    def keep(self, whole: float):
+        """copy_s: the lesser of the best whole call and the pieces' floor (every rank calls
+        this, after the calls)."""
+        mine = sum(self.best)
+        floor = self.comm.allreduce(mine, op=MPI.MAX)
+        if self.machine.get("cores"):
+            floor = max(floor, self.comm.allreduce(mine, op=MPI.SUM) / self.machine["cores"])
+        self.machine["copy_s"] = min(whole, floor)
 
 
 def shared_cores(comm, device: str):
