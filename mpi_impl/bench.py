@@ -153,6 +153,7 @@ def bound_figures(machine) -> dict:
     seen = primitives.figures(machine)
     return {"alpha_us": seen["alpha_us"], "beta_best_gbs": seen["beta_best_gbs"],
             "gamma_best_gbs": seen["gamma_best_gbs"], "copy_us": machine["copy_s"] * 1e6,
+            "add_us": machine["add_s"] * 1e6, "byte_ns": machine["byte_s"] * 1e9,
             "cores": machine["cores"]}
 
 
@@ -178,7 +179,7 @@ def bench_size(runs, nbytes, args, comm, device, machine):
     for j, (algo, segment) in enumerate(runs):
         seconds = float(times[:, j].mean())
         algbw = count * dtype.itemsize / seconds / 1e9
-        limit = lower_bound.seconds(algo, count, dtype.itemsize, p, machine, machine["copy_s"], int(sent[j]),
+        limit = lower_bound.seconds(algo, count, dtype.itemsize, p, machine, machine["byte_s"], int(sent[j]),
                                     int(sent_total[j]), machine["cores"])
         rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED and segment else None,
                      "size_bytes": count * dtype.itemsize, "count": count,
