@@ -27,7 +27,7 @@ at the same moment.
   the algorithms, in the state of the caches they run in (`Stream`); or, if less, the sum
   of the best times of its 1 MiB pieces over those calls.
 
-`probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
+`probes` gives the bench the two STREAM kernels, a Barrier, and a ring step and an addition at the sizes
 where beta_best and gamma_best were found, to time among the algorithms call by call: each
 keeps its best over the whole run, so the primitives are sampled in the same moments as the
 algorithms.
