@@ -20,9 +20,10 @@ speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 **The bound.**  Before the table, the bench measures this machine's primitives
 (primitives.py: the per-message latency alpha, the fastest transfer and add rates over
 message sizes, every rank at once and one alone, each the best of many repeats), and times
-a copy of each size, a ring step and an addition among the algorithms, call by call.  Each
-row's ``bound(us)`` is lower_bound.py's: the largest of the algorithm's critical path of
-pipelined steps, its memory traffic priced at the concurrent copy, and (all ranks on this
+two STREAM kernels of each size (a copy and an in-place add), a ring step and an addition
+among the algorithms, call by call.  Each row's ``bound(us)`` is lower_bound.py's: the
+largest of the algorithm's critical path of pipelined steps, its memory traffic priced at
+the faster kernel's seconds per byte, every rank at once, and (all ranks on this
 machine's CPU) the cores' work: a time no correct implementation of the algorithm's steps can
 beat, so "of bound" = bound / time is at most 1.  "textbook(us)" is the old alpha-beta-gamma
 model (``mpi_impl.seconds``, transfers and additions one after the other with 64 MiB figures),
