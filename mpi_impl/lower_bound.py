@@ -25,8 +25,8 @@ less than every rank reading its input and writing its result, 2 p m), none of t
 write-allocate traffic (a non-temporal store needs none).  byte_s, the fewest seconds per
 byte of two STREAM kernels over the bench's own m bytes, counted as STREAM counts them
 (copy: reads m, writes m, 2 m bytes; add in place: reads 2 m, writes m, 3 m bytes;
-primitives.Stream), timed among the algorithms' calls (so in the state of the caches they
-run in), with every rank at once, prices them:
+primitives.StreamKernel), timed among the algorithms' calls (so in the state of the caches
+they run in), with every rank at once, prices them:
 
     memory  =  B / p  byte_s                                   (the memory-traffic limit)
 

@@ -24,13 +24,13 @@ at the same moment.
 * byte_s, per bench size: the fewest seconds per byte (per rank, every rank at once) of two
   STREAM kernels over m bytes, counted as STREAM counts them: copy (``xp.copyto``: 2 m
   bytes) and add in place (``xp.add(z, x, out=z)``: 3 m bytes).  Each is timed only among
-  the algorithms, in the state of the caches they run in (`Stream`); or, if less, the sum
-  of the best times of its 1 MiB pieces over those calls.
+  the algorithms, in the state of the caches they run in (`StreamKernel`); or, if less, the
+  sum of the best times of its 1 MiB pieces over those calls.
 
-`probes` gives the bench the two STREAM kernels, a Barrier, and a ring step and an addition at the sizes
-where beta_best and gamma_best were found, to time among the algorithms call by call: each
-keeps its best over the whole run, so the primitives are sampled in the same moments as the
-algorithms.
+`probes` gives the bench the two STREAM kernels, a Barrier, and a ring step and an addition
+at the sizes where beta_best and gamma_best were found, to time among the algorithms call by
+call: each keeps its best over the whole run, so the primitives are sampled in the same
+moments as the algorithms.
 
 The buffers hold ones: never-written zeros all map to one page of the kernel's, which a copy
 reads from cache.
@@ -49,7 +49,7 @@ BIG = 64 << 20                                       # bytes of the textbook mod
 TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
 ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
 REPEATS = 10
-PIECE = 1 << 20                                      # bytes per piece of a Stream kernel
+PIECE = 1 << 20                                      # bytes per piece of a StreamKernel
 
 
 def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
@@ -91,14 +91,14 @@ def probes(machine, x) -> list:
     """Primitives to time again among the algorithms, call by call (bench.py), so that they
     are sampled in the same moments, and in the same state of the caches, as the algorithms:
     every rank copying x and adding x to an array in place (the memory limit's STREAM
-    kernels, `Stream`), the addition at the size where gamma_best was measured, and on more
-    than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A list
-    of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s, add_s and
-    byte_s, the memory limit's seconds per byte, for x's size)."""
+    kernels, `StreamKernel`), the addition at the size where gamma_best was measured, and on
+    more than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A
+    list of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s, add_s
+    and byte_s, the memory limit's seconds per byte, for x's size)."""
     wire, device = machine["wire"], machine["device"]
     xp, sync, comm = device.xp, device.wait, wire.comm
     machine.pop("byte_s", None)                          # this size's, from its own kernels
-    kernels = [Stream(kind, comm, x, device, machine) for kind in Stream.COUNTED]
+    kernels = [StreamKernel(kind, comm, x, device, machine) for kind in StreamKernel.COUNTED]
     found = [(kernel, kernel.keep) for kernel in kernels]
     a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
     found.append((lambda: (xp.add(a, b, out=a), sync()),
@@ -124,7 +124,7 @@ def lower_beta(beta, alpha, t, size):
     return min(beta, (t - alpha) / size)
 
 
-class Stream:
+class StreamKernel:
     """A STREAM kernel on every rank at once, for the memory limit: ``copy`` (target = x:
     reads m bytes and writes m, counted 2 m) or ``add`` (target += x, in place: reads 2 m
     and writes m, counted 3 m), as STREAM counts its Copy and Add (McCalpin,
