@@ -20,9 +20,10 @@ speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
 **The bound.**  Before the table, the bench measures this machine's primitives
 (primitives.py: the per-message latency alpha, the fastest transfer and add rates over
 message sizes, every rank at once and one alone, each the best of many repeats), and times
-a copy of each size, a ring step and an addition among the algorithms, call by call.  Each
-row's ``bound(us)`` is lower_bound.py's: the largest of the algorithm's critical path of
-pipelined steps, its memory traffic priced at the concurrent copy, and (all ranks on this
+two STREAM kernels of each size (a copy and an in-place add), a ring step and an addition
+among the algorithms, call by call.  Each row's ``bound(us)`` is lower_bound.py's: the
+largest of the algorithm's critical path of pipelined steps, its memory traffic priced at
+the faster kernel's seconds per byte, every rank at once, and (all ranks on this
 machine's CPU) the cores' work: a time no correct implementation of the algorithm's steps can
 beat, so "of bound" = bound / time is at most 1.  "textbook(us)" is the old alpha-beta-gamma
 model (``mpi_impl.seconds``, transfers and additions one after the other with 64 MiB figures),
@@ -79,10 +80,11 @@ def human(nbytes: int) -> str:
 
 def time_interleaved(calls, comm, iters: int, warmup: int):
     """Time each of `calls` `iters` times, taking turns call by call (so that a change in the
-    machine's load during the run hits every algorithm alike).  Returns an (iters, calls)
-    array of seconds: the slowest rank's time of each call."""
-    for call in calls:
-        for _ in range(warmup):
+    machine's load during the run hits every algorithm alike, and every call finds the
+    caches as the calls before it left them), after `warmup` untimed rounds of the same
+    turns.  Returns an (iters, calls) array of seconds: the slowest rank's time of each call."""
+    for _ in range(warmup):
+        for call in calls:
             call()
     times = np.empty((iters, len(calls)))
     for i in range(iters):
@@ -152,6 +154,7 @@ def bound_figures(machine) -> dict:
     seen = primitives.figures(machine)
     return {"alpha_us": seen["alpha_us"], "beta_best_gbs": seen["beta_best_gbs"],
             "gamma_best_gbs": seen["gamma_best_gbs"], "copy_us": machine["copy_s"] * 1e6,
+            "add_us": machine["add_s"] * 1e6, "byte_ns": machine["byte_s"] * 1e9,
             "cores": machine["cores"]}
 
 
@@ -177,7 +180,7 @@ def bench_size(runs, nbytes, args, comm, device, machine):
     for j, (algo, segment) in enumerate(runs):
         seconds = float(times[:, j].mean())
         algbw = count * dtype.itemsize / seconds / 1e9
-        limit = lower_bound.seconds(algo, count, dtype.itemsize, p, machine, machine["copy_s"], int(sent[j]),
+        limit = lower_bound.seconds(algo, count, dtype.itemsize, p, machine, machine["byte_s"], int(sent[j]),
                                     int(sent_total[j]), machine["cores"])
         rows.append({"algo": algo, "segment_bytes": segment if algo in PIPELINED and segment else None,
                      "size_bytes": count * dtype.itemsize, "count": count,

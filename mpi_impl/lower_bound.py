@@ -19,18 +19,21 @@ hide the faster one completely, hence the max.
 
 Independently of the steps, the bytes read and written at the level the arrays live in
 (cache or memory, by their size) take the node's memory bandwidth with every rank streaming
-at once.  A copy of m bytes on every rank at once reads p m and writes p m bytes, nothing
-more: copy(m), its best time (or, if less, the sum of the best times of its 1 MiB pieces:
-primitives.swept_copy), measured at the bench's own size (so at the cache level its arrays
-live in), prices 2 p m bytes.  An algorithm moves at least B bytes (`traffic`: a step
-reads what it receives from the sender's array, reads the base it adds to, writes its
-result once; never less than every rank reading its input and writing its result, 2 p m):
+at once.  An algorithm reads and writes at least B bytes (`traffic`: a step reads what it
+receives from the sender's array, reads the base it adds to, writes its result once; never
+less than every rank reading its input and writing its result, 2 p m), none of them
+write-allocate traffic (a non-temporal store needs none).  byte_s, the fewest seconds per
+byte of two STREAM kernels over the bench's own m bytes, counted as STREAM counts them
+(copy: reads m, writes m, 2 m bytes; add in place: reads 2 m, writes m, 3 m bytes;
+primitives.StreamKernel), timed among the algorithms' calls (so in the state of the caches
+they run in), with every rank at once, prices them:
 
-    memory  =  B / (2 p m)  copy(m)                            (the memory-traffic limit)
+    memory  =  B / p  byte_s                                   (the memory-traffic limit)
 
 For the ring on p ranks B = 5 (p - 1) m: per rank the reduce-scatter reads (p - 1) chunks
 received and (p - 1) bases and writes (p - 1) sums, the all-gather reads and writes (p - 1)
-chunks: 5 (p - 1) chunks of m / p.  On 2 ranks that is 2.5 m per rank, 1.25 copies.
+chunks: 5 (p - 1) chunks of m / p.  On 2 ranks that is 2.5 m per rank: 1.25 copies, or
+0.83 in-place adds, whichever kernel moved its bytes faster.
 
 On one machine, without a copy engine, a core copies every byte a message carries (MPI's
 shared-memory cells and its single-copy path alike) and a core adds every byte added.  With
@@ -46,8 +49,8 @@ that starts step s + 1 on the first segments of step s runs another schedule, wh
 memory and cores limits cover.
 
 Load from other programs only makes a measurement slower, so every primitive is the best of
-many repeats, the one nearest the machine's own speed; copy(m) is timed among the
-algorithms, call by call, so the moments they ran fastest are moments it was timed too.
+many repeats, the one nearest the machine's own speed; the STREAM kernels are timed among the
+algorithms, call by call, so the moments they ran fastest are moments they were timed too.
 The textbook model (``mpi_impl.seconds``: every transfer and every addition one after the
 other, with beta and gamma of 64 MiB) is not a bound: a pipelined step can beat it.
 """
@@ -127,17 +130,18 @@ def traffic(algo: str, count: int, itemsize: int, p: int) -> float:
     return max(least, p * per_rank)
 
 
-def seconds(algo: str, count: int, itemsize: int, p: int, machine: dict, copy_s: float,
+def seconds(algo: str, count: int, itemsize: int, p: int, machine: dict, byte_s: float,
             sent: int = 0, sent_total: int = 0, cores: int | None = None) -> dict:
     """The bound of one call and its three limits, in seconds: {"bound", "path", "memory",
-    "cores"}.  machine: primitives.measure's figures (alpha, beta_best, gamma_best); copy_s:
-    the best time of every rank copying count * itemsize bytes at once; sent: bytes the
-    busiest rank sends, sent_total: all ranks together (1bit: as measured); cores: the cores
-    the ranks share when all are on one machine and compute on its CPU (else no cores limit)."""
+    "cores"}.  machine: primitives.measure's figures (alpha, beta_best, gamma_best); byte_s:
+    the seconds per byte a rank streams with every rank at once (the faster STREAM kernel
+    over count * itemsize bytes); sent: bytes the busiest rank sends, sent_total: all ranks
+    together (1bit: as measured); cores: the cores the ranks share when all are on one
+    machine and compute on its CPU (else no cores limit)."""
     alpha, beta, gamma = machine["alpha"], machine["beta_best"], machine["gamma_best"]
     path = path_seconds(steps(algo, count, itemsize, p, sent), alpha, beta, gamma)
     work = 0.0
     if cores:
         work = (sent_total * beta + bytes_added(algo, count, itemsize, p) * gamma) / cores
-    memory = traffic(algo, count, itemsize, p) / (2 * p * count * itemsize) * copy_s if count else copy_s
+    memory = traffic(algo, count, itemsize, p) / p * byte_s
     return {"bound": max(path, memory, work), "path": path, "memory": memory, "cores": work}

@@ -21,15 +21,16 @@ at the same moment.
   copy by some core.
 * gamma_best: the fewest seconds per byte of result any addition took, over sizes of 16 KiB
   (in L1) to 4 MiB, with every rank adding at once and with rank 0 adding alone.
-* copy(m), per bench size: every rank at once copies m bytes into another array
-  (``xp.copyto``): it reads m and writes m bytes, nothing more.  Or, if less, the floor of
-  `swept_copy`: the same copies in 1 MiB pieces, each piece's best time over the repeats,
-  summed (a piece fits in a time slice, a 64 MiB copy does not).
+* byte_s, per bench size: the fewest seconds per byte (per rank, every rank at once) of two
+  STREAM kernels over m bytes, counted as STREAM counts them: copy (``xp.copyto``: 2 m
+  bytes) and add in place (``xp.add(z, x, out=z)``: 3 m bytes).  Each is timed only among
+  the algorithms, in the state of the caches they run in (`StreamKernel`); or, if less, the
+  sum of the best times of its 1 MiB pieces over those calls.
 
-`probes` gives the bench copy(m), a Barrier, and a ring step and an addition at the sizes
-where beta_best and gamma_best were found, to time among the algorithms call by call: each
-keeps its best over the whole run, so the primitives are sampled in the same moments as the
-algorithms.
+`probes` gives the bench the two STREAM kernels, a Barrier, and a ring step and an addition
+at the sizes where beta_best and gamma_best were found, to time among the algorithms call by
+call: each keeps its best over the whole run, so the primitives are sampled in the same
+moments as the algorithms.
 
 The buffers hold ones: never-written zeros all map to one page of the kernel's, which a copy
 reads from cache.
@@ -48,7 +49,7 @@ BIG = 64 << 20                                       # bytes of the textbook mod
 TRANSFER_SIZES = (256 << 10, 1 << 20, 4 << 20)       # message sizes for beta_best
 ADD_SIZES = (16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)   # sizes for gamma_best
 REPEATS = 10
-PIECE = 1 << 20                                      # bytes per piece of swept_copy
+PIECE = 1 << 20                                      # bytes per piece of a StreamKernel
 
 
 def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
@@ -63,7 +64,8 @@ def measure(comm, device, cuda_aware=None, repeats: int = REPEATS) -> dict:
         alpha = machine["alpha"] = latency(wire, 30 * repeats)
         machine["beta"] = max(ring_step(wire, BIG, repeats) - alpha, 1e-12) / BIG
         machine["one_way_gbs"] = BIG / max(round_trip(wire, BIG, repeats) / 2 - alpha, 1e-12) / 1e9
-        per_byte = {s: max(min(ring_step(wire, s, repeats), round_trip(wire, s, repeats) / 2) - alpha, 0.0) / s
+        per_byte = {s: lower_beta(float("inf"), alpha, min(ring_step(wire, s, repeats),
+                                                           round_trip(wire, s, repeats) / 2), s)
                     for s in TRANSFER_SIZES}
         machine["beta_bytes"] = min(per_byte, key=per_byte.get)
         machine["beta_best"] = min(per_byte[machine["beta_bytes"]], local_copy(comm, device, repeats))
@@ -87,17 +89,17 @@ def figures(machine) -> dict:
 
 def probes(machine, x) -> list:
     """Primitives to time again among the algorithms, call by call (bench.py), so that they
-    are sampled in the same moments as the algorithms: every rank copying x (the memory
-    limit's copy(m)), the addition at the size where gamma_best was measured, and on more
-    than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A list
-    of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s: copy(m)
-    for x's size)."""
+    are sampled in the same moments, and in the same state of the caches, as the algorithms:
+    every rank copying x and adding x to an array in place (the memory limit's STREAM
+    kernels, `StreamKernel`), the addition at the size where gamma_best was measured, and on
+    more than one rank a Barrier (alpha per round) and the ring step at beta_best's size.  A
+    list of (call, keep): keep(t) takes the call's best time t into `machine` (copy_s, add_s
+    and byte_s, the memory limit's seconds per byte, for x's size)."""
     wire, device = machine["wire"], machine["device"]
     xp, sync, comm = device.xp, device.wait, wire.comm
-    into = x.copy()
-    copy = lambda: (xp.copyto(into, x), sync())
-    machine["copy_s"] = min(slowest_best(comm, copy, REPEATS), swept_copy(comm, x, into, device, machine))
-    found = [(copy, lambda t: machine.update(copy_s=min(machine["copy_s"], t)))]
+    machine.pop("byte_s", None)                          # this size's, from its own kernels
+    kernels = [StreamKernel(kind, comm, x, device, machine) for kind in StreamKernel.COUNTED]
+    found = [(kernel, kernel.keep) for kernel in kernels]
     a, b = xp.ones(machine["gamma_bytes"] // 4, np.float32), xp.ones(machine["gamma_bytes"] // 4, np.float32)
     found.append((lambda: (xp.add(a, b, out=a), sync()),
                   lambda t: machine.update(gamma_best=min(machine["gamma_best"], t / machine["gamma_bytes"]))))
@@ -107,33 +109,77 @@ def probes(machine, x) -> list:
         size, p, rank = machine["beta_bytes"], wire.size, wire.rank
         c, d = xp.ones(size // 4, np.float32), xp.ones(size // 4, np.float32)
         found.append((lambda: wire.sendrecv(c, (rank + 1) % p, d, (rank - 1) % p),
-                      lambda t: machine.update(beta_best=min(machine["beta_best"],
-                                                             max(t - machine["alpha"], 0.0) / size))))
+                      lambda t: machine.update(beta_best=lower_beta(machine["beta_best"], machine["alpha"],
+                                                                    t, size))))
     return found
 
 
-def swept_copy(comm, x, into, device, machine, piece: int = PIECE):
-    """A floor for copy(m) that load cannot lift: every rank at once copies x in pieces of
-    `piece` bytes, REPEATS + 1 times, and keeps each piece's best time; a rank's copy takes
-    at least the sum of its pieces' best times, and, where the ranks share C cores, all the
-    copies take at least the sum over ranks divided by C.  A whole 64 MiB copy takes longer
-    than the scheduler gives a process under load, so a busy machine preempts every one of
-    them; a 1 MiB piece fits in a time slice, so some of its repeats run undisturbed."""
-    xp, sync, n = device.xp, device.wait, max(1, piece // x.itemsize)
-    cuts = [(x[i:i + n], into[i:i + n]) for i in range(0, x.size, n)]
-    best = [float("inf")] * len(cuts)
-    comm.Barrier()
-    for _ in range(REPEATS + 1):
-        for j, (source, target) in enumerate(cuts):
+def lower_beta(beta, alpha, t, size):
+    """beta (seconds per byte), or a transfer's if fewer: `size` bytes in t seconds, less
+    alpha.  A transfer no longer than alpha (under load alpha can be measured larger than a
+    quiet transfer) says nothing about beta: beta stays as it was (at most a local copy's,
+    `local_copy`, in measure)."""
+    if t <= alpha:
+        return beta
+    return min(beta, (t - alpha) / size)
+
+
+class StreamKernel:
+    """A STREAM kernel on every rank at once, for the memory limit: ``copy`` (target = x:
+    reads m bytes and writes m, counted 2 m) or ``add`` (target += x, in place: reads 2 m
+    and writes m, counted 3 m), as STREAM counts its Copy and Add (McCalpin,
+    https://www.cs.virginia.edu/stream/ref.html, "Counting Bytes and FLOPS": 16 and 24 bytes
+    per iteration of 8-byte words, write-allocate traffic not counted).  Timed only among
+    the algorithms' calls, never alone: alone, back to back, x and the target stay in a
+    cache that the calls do not get (the bench's calls take turns, each with its own output
+    array, so each finds its arrays where the calls before it left them, and so does this
+    kernel: its source is the calls' own input, its target untouched since the last round,
+    like each call's output).
+
+    Each call also times the kernel in pieces of `piece` bytes and keeps each piece's best
+    time over the calls but the first (the first follows the copy made when x was taken, in
+    a cache as hot as alone).  A rank's kernel takes at least the sum of its pieces' best
+    times and, where the ranks share C cores, all of them take at least the sum over ranks
+    over C: a floor that load cannot lift, since a 1 MiB piece fits in the time slice a busy
+    machine gives a process and a 64 MiB pass does not.  keep(t) takes the lesser of that
+    floor and t, the best time of a whole call (the slowest rank's), into machine[kind_s],
+    and the seconds per byte counted into machine["byte_s"] if fewer than the other
+    kernel's."""
+
+    COUNTED = {"copy": 2, "add": 3}                  # bytes counted per byte of x
+
+    def __init__(self, kind, comm, x, device, machine, piece: int = PIECE):
+        self.kind, self.comm, self.device, self.machine = kind, comm, device, machine
+        self.nbytes = x.nbytes
+        self.target = x.copy()
+        n = max(1, piece // x.itemsize)
+        self.cuts = [(x[i:i + n], self.target[i:i + n]) for i in range(0, x.size, n)]
+        self.best = [float("inf")] * len(self.cuts)
+        self.calls = 0
+
+    def __call__(self):
+        xp, sync = self.device.xp, self.device.wait
+        for j, (source, target) in enumerate(self.cuts):
             start = time.perf_counter()
-            xp.copyto(target, source)
+            if self.kind == "copy":
+                xp.copyto(target, source)
+            else:
+                xp.add(target, source, out=target)
             sync()
-            best[j] = min(best[j], time.perf_counter() - start)
-    mine = sum(best)
-    floor = comm.allreduce(mine, op=MPI.MAX)
-    if machine.get("cores"):
-        floor = max(floor, comm.allreduce(mine, op=MPI.SUM) / machine["cores"])
-    return floor
+            if self.calls:
+                self.best[j] = min(self.best[j], time.perf_counter() - start)
+        self.calls += 1
+
+    def keep(self, whole: float):
+        """The lesser of the best whole call and the pieces' floor (every rank calls this,
+        after the calls)."""
+        mine = sum(self.best)
+        floor = self.comm.allreduce(mine, op=MPI.MAX)
+        if self.machine.get("cores"):
+            floor = max(floor, self.comm.allreduce(mine, op=MPI.SUM) / self.machine["cores"])
+        seconds = self.machine[f"{self.kind}_s"] = min(whole, floor)
+        per_byte = seconds / (self.COUNTED[self.kind] * self.nbytes) if self.nbytes else 0.0
+        self.machine["byte_s"] = min(self.machine.get("byte_s", per_byte), per_byte)
 
 
 def shared_cores(comm, device: str):

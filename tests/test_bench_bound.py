@@ -27,13 +27,15 @@ def bench(mpirun, ranks, out):
 
 def ring_closed_form(row):
     """The ring's bound on p ranks from the row's primitives: 2 (p - 1) steps of chunk c, the
-    first p - 1 adding; 5 (p - 1) m bytes of traffic priced at a copy's 2 p m; 2 (p - 1) m
-    bytes sent and (p - 1) m added by all ranks, over the cores."""
+    first p - 1 adding; 5 (p - 1) m bytes of traffic priced at the faster STREAM kernel, a
+    copy's 2 m bytes or an in-place add's 3 m per rank; 2 (p - 1) m bytes sent and (p - 1) m
+    added by all ranks, over the cores."""
     f, p, count = row["bound_from"], row["ranks"], row["count"]
     alpha, beta, gamma = f["alpha_us"] * 1e-6, 1e-9 / f["beta_best_gbs"], 1e-9 / f["gamma_best_gbs"]
     m, c = count * 4, count // p * 4
     path = 2 * (p - 1) * alpha + (p - 1) * c * max(beta, gamma) + (p - 1) * c * beta
-    memory = 5 * (p - 1) * m / (2 * p * m) * f["copy_us"] * 1e-6
+    per_byte = min(f["copy_us"] / (2 * m), f["add_us"] / (3 * m)) * 1e-6
+    memory = 5 * (p - 1) * m / p * per_byte
     cores = (2 * (p - 1) * m * beta + (p - 1) * m * gamma) / f["cores"]
     return max(path, memory, cores)
 
