@@ -17,6 +17,8 @@ transfers' bytes are added up per source once (Replayed) and booked, times its c
 """
 from collections import defaultdict
 
+from .network import Sending
+
 
 class Tally:
     """What one symmetric step moves. shape: "all" or "star" (how it sorts the nodes);
@@ -28,21 +30,25 @@ class Tally:
 
 
 class Replayed:
-    """The transfers a remembered step started, (src, route, nbytes) each, as the network's
-    observer logged them, and what else its log holds (the Tally or Replayed of a step replayed
-    while it was recorded)."""
+    """What a remembered step started, as the network's observer logged it: the
+    network.Sending of its transfers (`sendings`), and the Tally or Replayed of a step replayed
+    while it was recorded (`nested`)."""
 
     def __init__(self, log):
-        self.transfers = [entry for entry in log if isinstance(entry, tuple)]
-        self.nested = [entry for entry in log if not isinstance(entry, tuple)]
+        self.sendings = [entry for entry in log if isinstance(entry, Sending)]
+        self.nested = [entry for entry in log if not isinstance(entry, Sending)]
         self._by_source = None
+
+    def transfers(self):
+        """(src, route, nbytes) of every transfer of one replay."""
+        return (transfer for sending in self.sendings for transfer in sending.transfers())
 
     @property
     def by_source(self) -> dict:
         """Bytes each source sent in one replay, added up once."""
         if self._by_source is None:
             totals = {}
-            for src, _, nbytes in self.transfers:
+            for src, _, nbytes in self.transfers():
                 totals[src] = totals.get(src, 0.0) + nbytes
             self._by_source = totals
         return self._by_source
@@ -106,7 +112,7 @@ class Ledger:
         """Book everything owed: bytes sent and bytes carried by every channel."""
         self.settle_sent()
         for step, times in self.steps_carried.values():
-            for _, route, nbytes in step.transfers:
+            for _, route, nbytes in step.transfers():
                 if nbytes > 0:
                     for ch in route:
                         ch.bytes_carried += times * nbytes

@@ -109,10 +109,9 @@ class Sending:
         return Group(latency, hops, np.array([float(weights[i]) for i in rows]),
                      np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), table.capacity)
 
-    @property
-    def log(self):
-        """(src, route, nbytes) of every transfer, as Network.observer is shown them."""
-        return [(src, route, nbytes) for (src, _, nbytes), route in zip(self.moves, self.routes)]
+    def transfers(self):
+        """(src, route, nbytes) of every transfer, one after another."""
+        return zip(self.sources, self.routes, self.sizes)
 
     def resized(self, pairs: Pairs):
         """The same transfers as this Sending of Pairs `pairs` with another size: the routes,

@@ -24,6 +24,7 @@ Three kinds of replay:
               then replayed; its bytes are owed (dpsim.ledger) until they are read
 """
 from .ledger import Ledger, Replayed
+from .network import Sending
 
 
 class Replay:
@@ -33,8 +34,8 @@ class Replay:
         self.env, self.net = env, net
         self.ledger = Ledger(net, cluster)    # bytes of symmetric steps, booked when read
         self.owner = None           # the process that has the network to itself
-        self.log = None             # transfers (src, route, nbytes) started while a step is recorded,
-                                    # and the Tally of each symmetric step replayed meanwhile
+        self.log = None             # the network.Sending of every step started while a step is recorded,
+                                    # and the Tally or Replayed of each step replayed meanwhile
         self.disturbed = False      # another process sent while a replay owned the network
         self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
         self.replayed = 0           # rounds and steps replayed instead of simulated
@@ -46,7 +47,7 @@ class Replay:
         if self.owner is not None and self.env.active_process is not self.owner:
             self.disturbed = True
         if self.log is not None:
-            self.log.extend(sending.log)
+            self.log.append(sending)
 
     def idle(self) -> bool:
         """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
@@ -121,14 +122,14 @@ class Replay:
         and remembered steps replayed among them (dpsim.ledger)."""
         net = self.net
         for entry in log:
-            if not isinstance(entry, tuple):
+            if not isinstance(entry, Sending):
                 self.ledger.owe(entry, times)
                 continue
-            src, route, nbytes = entry
-            net.bytes_sent[src] += times * nbytes
-            if nbytes > 0:
-                for ch in route:
-                    ch.bytes_carried += times * nbytes
+            for src, route, nbytes in entry.transfers():
+                net.bytes_sent[src] += times * nbytes
+                if nbytes > 0:
+                    for ch in route:
+                        ch.bytes_carried += times * nbytes
 
     def _book_step(self, replayed):
         """A remembered step replayed once: its bytes owed (dpsim.ledger), O(1) however many
