@@ -86,3 +86,27 @@ def test_a_training_run_on_the_tree_gives_the_detailed_answer():
     fast, full = Engine(sc).run(), Engine(sc, fast=False).run()
     assert fast.iteration_time_s == pytest.approx(full.iteration_time_s, rel=1e-9)
     assert fast.bytes_sent_per_gpu == pytest.approx(full.bytes_sent_per_gpu, rel=1e-9)
+
+
+def test_a_remembered_step_replayed_inside_replayed_rounds_is_owed_every_time():
+    """A step seen before, sent again in each of 4 identical rounds (Machine.repeat): the first
+    round replays it (its bytes owed once), the other 3 rounds are one wait (owed 3 more times).
+    Every GPU's bytes and every channel's, against the detailed path and against 5 sends."""
+    moves = [("gpu0", "gpu9", 2e6), ("gpu9", "gpu18", 3e6), ("gpu18", "gpu0", 5e6), ("gpu3", "gpu12", 1e6)]
+    results = []
+    for fast in (True, False):
+        eng = Engine(uneven(3, 8), fast=fast)
+
+        def main():
+            yield eng.machine.send(list(moves))
+            yield from eng.machine.repeat(4, lambda: (yield eng.machine.send(list(moves))))
+        eng.env.run(eng.env.process(main()))
+        eng.machine.settle()
+        results.append((eng.env.now, dict(eng.net.bytes_sent),
+                        {k: ch.bytes_carried for k, ch in eng.cluster.channels.items()}))
+    if results[0][0] == 0:
+        pytest.fail("nothing simulated")
+    assert results[0][1] == pytest.approx({s: 5 * n for s, _, n in moves}, rel=1e-12)
+    assert results[0][1] == pytest.approx(results[1][1], rel=1e-12)
+    assert results[0][2] == pytest.approx(results[1][2], rel=1e-12, abs=1e-6)
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-12)
