@@ -19,7 +19,9 @@ recomputes only the rates it can reach (dpsim.maxmin: the connected component of
 channels touched, vectorised). One timer stands for the next transfer to finish. The
 transfers of one step (`Network.send` of a `Sending`) are started, finished and waited for
 as a group: one SimPy event per distinct latency and one for the last arrival, not one per
-transfer. The fast path (dpsim.replay) watches the transfers through one hook, `Network.observer`.
+transfer; a step between fixed pairs (`Pairs`) is routed once and its Sending resized for each
+size that travels them. The fast path (dpsim.replay) watches the steps through one hook,
+`Network.observer`.
 """
 import copy
 from dataclasses import dataclass
