@@ -10,8 +10,14 @@ Ledger.settle() for all (Machine.sent and Machine.settle).
 
 Classes of nodes (dpsim.symmetry): "all" (every node alike), or "node0" and "rest" (a star:
 node 0 apart). A key (class, local name, ...) stands for that part of every node of the class.
+
+A remembered step that is not symmetric (dpsim.replay: a double binary tree's 262,128 transfers
+at 131,072 GPUs) is owed the same way: a replay adds one to its count, O(1), and its
+transfers' bytes are added up per source once (Replayed) and booked, times its count, when read.
 """
 from collections import defaultdict
+
+from .network import Sending
 
 
 class Tally:
@@ -21,6 +27,31 @@ class Tally:
 
     def __init__(self, shape, sent, carried):
         self.shape, self.sent, self.carried = shape, sent, carried
+
+
+class Replayed:
+    """What a remembered step started, as the network's observer logged it: the
+    network.Sending of its transfers (`sendings`), and the Tally or Replayed of a step replayed
+    while it was recorded (`nested`)."""
+
+    def __init__(self, log):
+        self.sendings = [entry for entry in log if isinstance(entry, Sending)]
+        self.nested = [entry for entry in log if not isinstance(entry, Sending)]
+        self._by_source = None
+
+    def transfers(self):
+        """(src, route, nbytes) of every transfer of one replay."""
+        return (transfer for sending in self.sendings for transfer in sending.transfers())
+
+    @property
+    def by_source(self) -> dict:
+        """Bytes each source sent in one replay, added up once."""
+        if self._by_source is None:
+            totals = {}
+            for src, _, nbytes in self.transfers():
+                totals[src] = totals.get(src, 0.0) + nbytes
+            self._by_source = totals
+        return self._by_source
 
 
 def _classes(node):
@@ -35,8 +66,17 @@ class Ledger:
         self.net, self.cluster = net, cluster
         self.sent = defaultdict(float)        # (class, local endpoint) -> bytes owed to each
         self.carried = defaultdict(float)     # (class, local end, local end) -> bytes owed to each
+        self.steps_sent = {}                  # id of a Replayed -> [it, replays whose sources are not booked]
+        self.steps_carried = {}               # id of a Replayed -> [it, replays whose channels are not booked]
 
     def owe(self, tally, times=1):
+        """Owe `times` replays of a Tally (a symmetric step) or a Replayed (any other)."""
+        if isinstance(tally, Replayed):
+            for nested in tally.nested:
+                self.owe(nested, times)
+            for owed in (self.steps_sent, self.steps_carried):
+                owed.setdefault(id(tally), [tally, 0])[1] += times
+            return
         for key, nbytes in tally.sent.items():
             self.sent[key] += times * nbytes
         for key, nbytes in tally.carried.items():
@@ -44,16 +84,22 @@ class Ledger:
 
     def owed_to(self, endpoint) -> float:
         """Bytes `endpoint` sent in replays not yet booked."""
+        steps = sum(times * step.by_source.get(endpoint, 0.0) for step, times in self.steps_sent.values())
         if not self.sent:
-            return 0.0
+            return steps
         local = self.cluster.local(endpoint)
-        return sum(self.sent.get((c, local), 0.0) for c in _classes(self.cluster.home(endpoint)))
+        return steps + sum(self.sent.get((c, local), 0.0) for c in _classes(self.cluster.home(endpoint)))
 
     def settle_sent(self):
         """Book what every endpoint is owed on net.bytes_sent."""
+        sent = self.net.bytes_sent
+        for step, times in self.steps_sent.values():
+            for src, nbytes in step.by_source.items():
+                sent[src] = sent.get(src, 0.0) + times * nbytes
+        self.steps_sent.clear()
         if not self.sent:
             return
-        cluster, sent = self.cluster, self.net.bytes_sent
+        cluster = self.cluster
         g = cluster.gpus_per_node
         nodes = {"all": range(cluster.nodes), "node0": range(min(1, cluster.nodes)), "rest": range(1, cluster.nodes)}
         for (c, local), nbytes in self.sent.items():
@@ -65,6 +111,12 @@ class Ledger:
     def settle(self):
         """Book everything owed: bytes sent and bytes carried by every channel."""
         self.settle_sent()
+        for step, times in self.steps_carried.values():
+            for _, route, nbytes in step.transfers():
+                if nbytes > 0:
+                    for ch in route:
+                        ch.bytes_carried += times * nbytes
+        self.steps_carried.clear()
         if not self.carried:
             return
         cluster = self.cluster

@@ -40,6 +40,7 @@ symmetric steps are booked when read: Machine.sent, bytes_sent and settle (dpsim
 import math
 
 from . import derived, symmetry
+from .network import Pairs
 from .replay import Replay
 from .symmetry import AllPairs, Alike, Star
 from .vocabulary import MIB
@@ -85,6 +86,7 @@ class Machine:
         self._memo = {}             # (function, id of a list) -> (the list, a copy, the function's value)
         self._sendings = {}         # (id of a list of moves, ...) -> (the list, a copy, its network.Sending)
         self.memo = {}              # what strategies found out once per run (ring.shape: id(rings) -> ...)
+        self._routes_of_pairs = {}  # (id of a Pairs step's pairs, ...) -> (the pairs, a Sending of them)
 
     @classmethod
     def for_scenario(cls, sc, env, net, cluster, trace=None, fast=True):
@@ -141,7 +143,8 @@ class Machine:
         if replay is not None and replay.may_replay():
             if self._symmetric(moves):
                 return replay.symmetric((moves, staged), lambda: symmetry.simulate(self, moves, staged))
-            return replay.step((tuple(moves), staged), lambda: self._send(moves, label, staged))
+            step = moves if isinstance(moves, Pairs) else tuple(moves)
+            return replay.step((step, staged), lambda: self._send(moves, label, staged))
         return self._send(moves, label, staged)
 
     def _symmetric(self, moves) -> bool:
@@ -185,18 +188,31 @@ class Machine:
     def _sending(self, moves, staged, overhead):
         """The step's transfers as a network.Sending, made once per list of moves (a strategy
         sends the same list at every step of a phase) and kept while that list is unchanged;
-        an AllPairs, Alike, Star or tuple is kept by its value (a symmetric step is built anew each time)."""
-        by_value = isinstance(moves, (AllPairs, Alike, Star, tuple))
+        an AllPairs, Alike, Star, Pairs or tuple is kept by its value (a symmetric step is built
+        anew each time). A Pairs step of a size not seen is its pairs' Sending resized."""
+        by_value = isinstance(moves, (AllPairs, Alike, Star, Pairs, tuple))
         key = (moves if by_value else id(moves), staged, overhead)
         kept = self._sendings.get(key)
         if kept is not None and (by_value or (kept[0] is moves and kept[1] == moves)):
             return kept[2]
-        listed = list(moves)
-        sending = self.net.sending(listed, [self.route(s, d, staged) for s, d, _ in listed], overhead)
+        if isinstance(moves, Pairs):
+            listed, sending = moves, self._routed(moves, staged, overhead).resized(moves)
+        else:
+            listed = list(moves)
+            sending = self.net.sending(listed, [self.route(s, d, staged) for s, d, _ in listed], overhead)
         if len(self._sendings) >= 64:
             self._sendings.clear()
         self._sendings[key] = (moves, listed, sending)
         return sending
+
+    def _routed(self, moves, staged, overhead):
+        """The Sending of a Pairs step's pairs (at the size it first came with), routed once."""
+        key = (id(moves.pairs), staged, overhead)
+        kept = self._routes_of_pairs.get(key)
+        if kept is None or kept[0] is not moves.pairs:
+            kept = self._routes_of_pairs[key] = (moves.pairs, self.net.sending(
+                moves, [self.route(s, d, staged) for s, d in moves.pairs], overhead))
+        return kept[1]
 
     def _bounces(self, src, dst, staged) -> bool:
         """Peer-to-peer off (cluster.p2p = false): a direct GPU-to-GPU message inside a node
@@ -253,7 +269,7 @@ class Machine:
         the cluster, the usual case, without reading the list."""
         if endpoints is self.cluster.gpus:
             return self.gamma("gpu") if endpoints else 0.0
-        hosts = {e.startswith(("host", "server")) for e in endpoints}
+        hosts = self._kept(lambda ends: {e.startswith(("host", "server")) for e in ends}, endpoints)
         return max((self.gamma("host" if h else "gpu") for h in hosts), default=0.0)
 
     def send_reduce(self, moves, endpoints, nbytes, label=""):

@@ -74,10 +74,11 @@ class FlowTable:
     FIELDS = ("hops", "weight", "size", "remaining", "rate", "owner", "row", "started")
 
     def __init__(self):
-        self.capacity = np.array([np.inf])            # channel 0: the padding of short routes
-        self.carried = np.zeros(1)                    # bytes of finished flows not yet booked on the channels
+        self._buffers = [np.array([np.inf]), np.zeros(1), np.zeros(1, dtype=np.int64)]
+        self.capacity = self._buffers[0][:1]          # channel 0: the padding of short routes
+        self.carried = self._buffers[1][:1]           # bytes of finished flows not yet booked on the channels
+        self.load = self._buffers[2][:1]              # flows in flight crossing each channel
         self.channels = [None]                        # number -> Channel
-        self.load = np.zeros(1, dtype=np.int64)       # flows in flight crossing each channel
         self._channels = {}                           # Channel -> number
         self._routes = {}                             # id of a route -> (the route, numbers, latency)
         self.used = self.alive = 0
@@ -102,14 +103,18 @@ class FlowTable:
         return kept[1], kept[2]
 
     def number(self, channel) -> int:
-        """The channel's number, registering it the first time."""
+        """The channel's number, registering it the first time. capacity, carried and load are
+        views of the first len(channels) entries of buffers that double when full, so
+        registering a million channels costs O(a million), not O(a million squared)."""
         n = self._channels.get(channel)
         if n is None:
-            n = self._channels[channel] = len(self.capacity)
-            self.capacity = np.append(self.capacity, float(channel.bandwidth))
-            self.carried = np.append(self.carried, 0.0)
-            self.load = np.append(self.load, 0)
+            n = self._channels[channel] = len(self.channels)
+            if n == len(self._buffers[0]):
+                self._buffers = [np.concatenate([b, np.zeros_like(b)]) for b in self._buffers]
+            for buffer, value in zip(self._buffers, (float(channel.bandwidth), 0.0, 0)):
+                buffer[n] = value
             self.channels.append(channel)
+            self.capacity, self.carried, self.load = (b[:n + 1] for b in self._buffers)
         return n
 
     def add(self, hops, weight, size, owner, row, started) -> int:

@@ -19,8 +19,11 @@ recomputes only the rates it can reach (dpsim.maxmin: the connected component of
 channels touched, vectorised). One timer stands for the next transfer to finish. The
 transfers of one step (`Network.send` of a `Sending`) are started, finished and waited for
 as a group: one SimPy event per distinct latency and one for the last arrival, not one per
-transfer. The fast path (dpsim.replay) watches the transfers through one hook, `Network.observer`.
+transfer; a step between fixed pairs (`Pairs`) is routed once and its Sending resized for each
+size that travels them. The fast path (dpsim.replay) watches the steps through one hook,
+`Network.observer`.
 """
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +56,34 @@ class Flow:
     weight: int = 1                    # identical transfers this flow stands for (dpsim.symmetry)
 
 
+class Pairs:
+    """A step of transfers of `nbytes` each between fixed (src, dst) `pairs`, a tuple a strategy
+    makes once (a double binary tree's 2 g (N - 1) edges between nodes): equal to another only
+    for the very same tuple and size, so a step of 262,128 transfers is looked up without
+    reading them, and Machine finds their routes once for every size that travels them
+    (Sending.resized)."""
+    __slots__ = ("pairs", "nbytes")
+
+    def __init__(self, pairs: tuple, nbytes: float):
+        self.pairs, self.nbytes = pairs, nbytes
+
+    def __iter__(self):
+        nbytes = self.nbytes
+        return ((s, d, nbytes) for s, d in self.pairs)
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __getitem__(self, i):
+        return (*self.pairs[i], self.nbytes)
+
+    def __eq__(self, other):
+        return isinstance(other, Pairs) and other.pairs is self.pairs and other.nbytes == self.nbytes
+
+    def __hash__(self):
+        return hash((id(self.pairs), self.nbytes))
+
+
 class Sending:
     """The transfers of one step, started together: made once, sent as often as the step comes.
     moves: (src, dst, nbytes); routes: a list of channels each; `overhead`: software seconds
@@ -61,9 +92,9 @@ class Sending:
     def __init__(self, table, moves, routes, overhead=0.0, weights=None):
         self.moves, self.routes = moves, routes
         self.count = len(moves)
-        self.log = [(src, route, nbytes) for (src, _, nbytes), route in zip(moves, routes)]
         self.sources, self.sizes = [m[0] for m in moves], [m[2] for m in moves]
         self.distinct_sources = len(set(self.sources)) == len(moves)
+        self.table, self.overhead, self.weights = table, overhead, weights
         weights = weights or [1] * len(moves)
         by_latency = {}
         for i, ((_, _, nbytes), route) in enumerate(zip(moves, routes)):
@@ -79,6 +110,23 @@ class Sending:
         hops = np.array([n + [0] * (width - len(n)) for n in numbers], dtype=np.int64)
         return Group(latency, hops, np.array([float(weights[i]) for i in rows]),
                      np.array([float(self.moves[i][2]) for i in rows]), np.array(rows), table.capacity)
+
+    def transfers(self):
+        """(src, route, nbytes) of every transfer, one after another."""
+        return zip(self.sources, self.routes, self.sizes)
+
+    def resized(self, pairs: Pairs):
+        """The same transfers as this Sending of Pairs `pairs` with another size: the routes,
+        their channel numbers and latencies as they are, only the sizes new."""
+        nbytes = pairs.nbytes
+        if not nbytes > 0 or self.instant:
+            return Sending(self.table, pairs, self.routes, self.overhead, self.weights)
+        other = copy.copy(self)
+        other.moves, other.sizes = pairs, [nbytes] * self.count
+        other.groups = [copy.copy(group) for group in self.groups]
+        for group in other.groups:
+            group.size = np.full(len(group.rows), float(nbytes))
+        return other
 
 
 class Group:
@@ -106,7 +154,7 @@ class Network:
         self._reshare_pending = False
         self.bytes_sent: dict[str, float] = {}   # by source endpoint
         self.in_flight = 0        # transfers started and not yet arrived
-        self.observer = None      # called observer(src, route, nbytes) as each transfer starts (dpsim.replay)
+        self.observer = None      # called observer(sending) as a step's transfers start (dpsim.replay)
 
     def sending(self, moves, routes, overhead=0.0, weights=None) -> Sending:
         return Sending(self.table, moves, routes, overhead, weights)
@@ -130,8 +178,7 @@ class Network:
             for src, nbytes in zip(sending.sources, sending.sizes):
                 sent[src] = get(src, 0.0) + nbytes
         if self.observer is not None:
-            for entry in sending.log:
-                self.observer(*entry)
+            self.observer(sending)
         if not sending.count:
             return done.succeed()
         self.in_flight += sending.count

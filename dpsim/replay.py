@@ -15,14 +15,16 @@ other process marks the run `disturbed`, and the engine then reruns the whole si
 the detailed path (Engine.settled). Stragglers do not matter: a collective starts when the
 slowest GPU is ready and its rounds involve no compute.
 
-Three kinds of replay, all booked the same way:
+Three kinds of replay:
   rounds      Machine.repeat: the first of k identical rounds simulated, the other k - 1 one wait
-  step        Machine.send: a step simulated the first time, replayed when it comes again
+  step        Machine.send: a step simulated the first time, replayed when it comes again;
+              its bytes owed (dpsim.ledger) until they are read
   symmetric   Machine.send of a step whose nodes all do the same thing (an all-to-all, a ring
               step, a parameter server's gather): timed by dpsim.symmetry one flow per kind,
               then replayed; its bytes are owed (dpsim.ledger) until they are read
 """
-from .ledger import Ledger
+from .ledger import Ledger, Replayed
+from .network import Sending
 
 
 class Replay:
@@ -32,20 +34,20 @@ class Replay:
         self.env, self.net = env, net
         self.ledger = Ledger(net, cluster)    # bytes of symmetric steps, booked when read
         self.owner = None           # the process that has the network to itself
-        self.log = None             # transfers (src, route, nbytes) started while a step is recorded,
-                                    # and the Tally of each symmetric step replayed meanwhile
+        self.log = None             # the network.Sending of every step started while a step is recorded,
+                                    # and the Tally or Replayed of each step replayed meanwhile
         self.disturbed = False      # another process sent while a replay owned the network
         self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
         self.replayed = 0           # rounds and steps replayed instead of simulated
         self.symmetric_steps = 0    # steps simulated one flow per kind (dpsim.symmetry)
         net.observer = self._saw
 
-    def _saw(self, src, route, nbytes):
-        """The network's observer: a transfer has started."""
+    def _saw(self, sending):
+        """The network's observer: the transfers of a network.Sending have started."""
         if self.owner is not None and self.env.active_process is not self.owner:
             self.disturbed = True
         if self.log is not None:
-            self.log.append((src, route, nbytes))
+            self.log.append(sending)
 
     def idle(self) -> bool:
         """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
@@ -84,7 +86,8 @@ class Replay:
         def finish(_):
             log = self.log
             if not self.disturbed:
-                self.steps[key] = (env.now - start, lambda: self._book_step(log))
+                replayed = Replayed(log)
+                self.steps[key] = (env.now - start, lambda: self._book_step(replayed))
             if outer_log is not None:
                 outer_log.extend(log)
             self.owner, self.log = outer_owner, outer_log
@@ -115,22 +118,25 @@ class Replay:
 
     # -- booking the bytes of what was not simulated
     def _count_again(self, log, times):
-        """Book the bytes of the logged transfers and symmetric steps `times` more times."""
+        """Book the bytes of the logged transfers `times` more times; owe those of the symmetric
+        and remembered steps replayed among them (dpsim.ledger)."""
         net = self.net
         for entry in log:
-            if not isinstance(entry, tuple):
+            if not isinstance(entry, Sending):
                 self.ledger.owe(entry, times)
                 continue
-            src, route, nbytes = entry
-            net.bytes_sent[src] += times * nbytes
-            if nbytes > 0:
-                for ch in route:
-                    ch.bytes_carried += times * nbytes
+            for src, route, nbytes in entry.transfers():
+                net.bytes_sent[src] += times * nbytes
+                if nbytes > 0:
+                    for ch in route:
+                        ch.bytes_carried += times * nbytes
 
-    def _book_step(self, log):
-        self._count_again(log, 1)
+    def _book_step(self, replayed):
+        """A remembered step replayed once: its bytes owed (dpsim.ledger), O(1) however many
+        transfers it has, and, inside a round being recorded, owed again with the round."""
+        self.ledger.owe(replayed)
         if self.log is not None:
-            self.log.extend(log)
+            self.log.append(replayed)
 
     def _book_tally(self, tally):
         self.ledger.owe(tally)

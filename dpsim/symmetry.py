@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import simpy
 
 from .ledger import Tally
-from .network import Channel, Network
+from .network import Channel, Network, Pairs
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def classes(step) -> str:
 
 def largest(moves) -> float:
     """The largest message of a step."""
-    if isinstance(moves, (AllPairs, Star)):
+    if isinstance(moves, (AllPairs, Star, Pairs)):
         return moves.nbytes
     if isinstance(moves, Alike):
         return max((n for _, _, n in moves.first), default=0)

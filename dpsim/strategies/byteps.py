@@ -36,7 +36,7 @@ from . import ring
 
 def _push_moves(cluster, nbytes):
     """(GPU, server, bytes) for every GPU's shard, and the bytes the busiest server adds."""
-    nodes = [cluster.gpus_of_node(k) for k in range(cluster.nodes)]
+    nodes = cluster.node_groups
     n, g = len(nodes), len(nodes[0])
     shard = nbytes / g
     if cluster.servers:
@@ -76,11 +76,12 @@ def _step(machine, nbytes, pulling):
     Co-located, every node pushes and pulls alike (node k's GPU l and node k + l + 1's host):
     one dpsim.symmetry.Alike step, simulated one flow per kind on a big cluster."""
     cluster = machine.cluster
-    _, push, load = _push_moves(cluster, nbytes)
     if cluster.servers:
+        _, push, load = _push_moves(cluster, nbytes)
         return ([(d, s, b) for s, d, b in push] if pulling else push), load
     pairs = lambda: [(d, s) if pulling else (s, d) for s, d, _ in _push_moves(cluster, nbytes)[1]]
-    return alike(machine, "byteps-pull" if pulling else "byteps-push", pairs, nbytes / cluster.gpus_per_node), load
+    step = alike(machine, "byteps-pull" if pulling else "byteps-push", pairs, nbytes / cluster.gpus_per_node)
+    return step, nbytes             # co-located: each host adds one shard from each of g GPUs
 
 
 def pull(machine, ranks, nbytes):

@@ -17,6 +17,7 @@ Cost across nodes (k NICs shared by g trees):  2 alpha_e + 2 (m/g) / (k B_e / g)
   against 2 (N-1) alpha_e + 2 (N-1)/N m / (k B_e) for the ring: the same bandwidth, log
   latency.
 """
+from ..network import Pairs
 from . import ring
 
 
@@ -26,14 +27,24 @@ def parents(n):
     return a, [(n - 1 - c, n - 1 - p) for c, p in a]
 
 
+def edges(machine, groups):
+    """(child -> parent pairs, parent -> child pairs, the ranks that add), over both trees of
+    every group: found once per groups object a run uses (Machine.memo), so every bucket's
+    steps are Pairs of the same tuples."""
+    memo = machine.memo.get(("double-tree", id(groups)))
+    if memo is None or memo[0] is not groups:
+        trees = parents(len(groups[0]))
+        up = tuple((g[c], g[p]) for g in groups for tree in trees for c, p in tree)
+        down = tuple((dst, src) for src, dst in up)
+        memo = machine.memo["double-tree", id(groups)] = (groups, up, down, list(dict.fromkeys(d for _, d in up)))
+    return memo[1:]
+
+
 def across_nodes(machine, groups, nbytes):
     """Double-binary-tree all-reduce of nbytes within every group (one rank per node)."""
-    n = len(groups[0])
-    trees = parents(n)
-    up = [(g[c], g[p], nbytes / 2) for g in groups for tree in trees for c, p in tree]
-    adders = list(dict.fromkeys(dst for _, dst, _ in up))
-    yield from machine.send_reduce(up, adders, nbytes / 2, "tree-reduce")
-    yield machine.send([(dst, src, b) for src, dst, b in up], "tree-broadcast")
+    up, down, adders = edges(machine, groups)
+    yield from machine.send_reduce(Pairs(up, nbytes / 2), adders, nbytes / 2, "tree-reduce")
+    yield machine.send(Pairs(down, nbytes / 2), "tree-broadcast")
 
 
 def node_rings(cluster):
