@@ -48,22 +48,10 @@ def _push_moves(cluster, nbytes):
                    for l, gpu in enumerate(node)], nbytes
 
 
-def _node_rings(machine):
-    """Every node's NCCL rings (the same local orders in each node) and the share of a
-    message each ring carries: one list per run (Machine.memo), so that ring.shape finds
-    their symmetry once."""
-    if "byteps-node-rings" not in machine.memo:
-        cluster = machine.cluster
-        g, orders = cluster.gpus_per_node, cluster.node_rings
-        rings = [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in orders]
-        machine.memo["byteps-node-rings"] = (rings, 1 / len(orders))
-    return machine.memo["byteps-node-rings"]
-
-
 def _in_node(machine, collective, nbytes):
     """A ring reduce-scatter or all-gather inside every node at once (none with one GPU a node)."""
     if machine.cluster.gpus_per_node > 1:
-        rings, share = _node_rings(machine)
+        rings, share = ring.node_rings(machine), 1 / len(machine.cluster.node_rings)
         yield from collective(machine, rings, nbytes * share)
 
 

@@ -37,6 +37,19 @@ def shape(machine, rings):
     return memo[1:]
 
 
+def node_rings(machine):
+    """Every node's NCCL rings (cluster.node_rings: the same local orders in each node) as
+    rank names: one list per run (Machine.memo), so that every bucket's steps are the same
+    list and `shape` finds their symmetry once (double-tree and byteps run them)."""
+    rings = machine.memo.get("node rings")
+    if rings is None:
+        cluster = machine.cluster
+        g = cluster.gpus_per_node
+        rings = machine.memo["node rings"] = [[f"gpu{k * g + l}" for l in order]
+                                              for k in range(cluster.nodes) for order in cluster.node_rings]
+    return rings
+
+
 def neighbour_moves(machine, rings, chunk):
     """Every rank sends `chunk` bytes to the next rank of its ring."""
     every = lambda: [(r[i], r[(i + 1) % len(r)], chunk) for r in rings for i in range(len(r))]

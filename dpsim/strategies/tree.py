@@ -47,16 +47,10 @@ def across_nodes(machine, groups, nbytes):
     yield machine.send(Pairs(down, nbytes / 2), "tree-broadcast")
 
 
-def node_rings(cluster):
-    """Every node's rings (cluster.node_rings) as rank names."""
-    g = cluster.gpus_per_node
-    return [[f"gpu{k * g + l}" for l in order] for k in range(cluster.nodes) for order in cluster.node_rings]
-
-
 def allreduce(machine, ranks, nbytes):
     cluster = machine.cluster
     g = cluster.gpus_per_node
-    rings, share = node_rings(cluster), nbytes / len(cluster.node_rings)
+    rings, share = ring.node_rings(machine), nbytes / len(cluster.node_rings)
     if g > 1:
         yield from ring.reduce_scatter(machine, rings, share)
     if cluster.nodes > 1:
