@@ -1,0 +1,69 @@
+"""Run under mpiexec: mpi_impl.shm_ring's all-reduce against MPI's own Allreduce (the oracle).
+
+Lengths divisible by p and not (0, 1, fewer than the ranks, odd, larger), float32 and
+float64, each reduced several times in a row in the same window with fresh values (a step
+that read a chunk before its neighbour finished it, or a call that ran into the next one,
+shows as a wrong sum).  Also: an array not from the window is refused on every rank.
+Prints every mismatch and exits 1 if there was any, on every rank.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+import mpi_impl
+from mpi_impl import shm_ring
+from verdict import finish
+
+comm = MPI.COMM_WORLD
+p, rank = comm.Get_size(), comm.Get_rank()
+LENGTHS = sorted({0, 1, 2, max(p - 1, 0), p, p + 1, 7, 33, 1000, 4097, 3 * 4096, 100_003})
+CALLS = 4
+failures = []
+
+
+def fail(msg):
+    failures.append(f"[rank {rank}/{p}] {msg}")
+
+
+def oracle(x):
+    ref = np.empty_like(x)
+    comm.Allreduce(x, ref, op=MPI.SUM)
+    return ref
+
+
+def close_enough(y, ref, x):
+    # any summation order is within (p - 1) eps * sum |x| of the exact sum; allow 4x that
+    bound = np.abs(x).astype(np.float64)
+    comm.Allreduce(MPI.IN_PLACE, bound, op=MPI.SUM)
+    eps = np.finfo(y.dtype).eps
+    return bool(np.all(np.abs(y.astype(np.float64) - ref) <= 4 * max(p - 1, 1) * eps * bound))
+
+
+def refused(x, shared):
+    try:
+        shm_ring.allreduce(x, shared)
+    except ValueError as e:
+        return "not the shared buffer's array" in str(e)
+    return False
+
+
+with mpi_impl.abort_on_error():
+    for dtype in ("float32", "float64"):
+        for n in LENGTHS:
+            shared = shm_ring.SharedBuffer(n, dtype, comm)
+            for call in range(CALLS):
+                rng = np.random.default_rng(10_000 * rank + 10 * n + call)
+                x = (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(dtype)
+                shared.array[:] = x
+                y = shm_ring.allreduce(shared.array, shared, check=call == 0)
+                ref = oracle(x)
+                where = f"n={n} {dtype} call {call}"
+                if y is not shared.array:
+                    fail(f"{where}: did not return the shared array")
+                if not close_enough(shared.array, ref, x):
+                    fail(f"{where}: differs from MPI_Allreduce by {np.abs(shared.array - ref).max()}")
+            if n and not refused(shared.array.copy(), shared):
+                fail(f"n={n} {dtype}: a copy of the shared array was not refused")
+            shared.free()
+
+finish(comm, failures)
