@@ -12,7 +12,10 @@ shows the mean over calls (the JSON also has median, min and max).  As in nccl-t
     algbw = size / time                 (size = bytes of the buffer being reduced)
     busbw = algbw * 2 (p - 1) / p       (what each rank's link carried, for all-reduce)
 
-busbw is the figure to compare with a link's bandwidth and across rank counts.  "sent/rank"
+busbw is the figure to compare with a link's bandwidth and across rank counts.  "ring-shm" is
+the ring over MPI-3 shared memory (shm_ring.py, CPU and one node only): its input is copied
+into the shared window before each call, outside the timer, and its "sent/rank" is what a
+rank copies from its neighbour's window.  "sent/rank"
 is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
@@ -48,12 +51,12 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import files, lower_bound, primitives, single_copy
+from mpi_impl import files, lower_bound, primitives, shm_ring, single_copy
 from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors, watch_ctrl_c
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
          "G": 1024 ** 3, "GB": 1024 ** 3}
-BENCH_ALGORITHMS = mpi_impl.ALGORITHMS + ("1bit",)
+BENCH_ALGORITHMS = mpi_impl.ALGORITHMS + ("1bit", "ring-shm")
 #: Limits, checked before any buffer is allocated (mpi_impl/README.md, "Limits"): a buffer
 #: of --sizes or --segment (each rank holds about five: x, out, scratch and staging copies)
 SIZE_LIMIT = 1 << 30
@@ -78,17 +81,23 @@ def human(nbytes: int) -> str:
     return str(nbytes)
 
 
-def time_interleaved(calls, comm, iters: int, warmup: int):
+def time_interleaved(calls, comm, iters: int, warmup: int, before=()):
     """Time each of `calls` `iters` times, taking turns call by call (so that a change in the
     machine's load during the run hits every algorithm alike, and every call finds the
     caches as the calls before it left them), after `warmup` untimed rounds of the same
-    turns.  Returns an (iters, calls) array of seconds: the slowest rank's time of each call."""
+    turns.  before[j], if given and not None, runs before call j, outside the timer.
+    Returns an (iters, calls) array of seconds: the slowest rank's time of each call."""
+    before = list(before) + [None] * (len(calls) - len(before))
     for _ in range(warmup):
-        for call in calls:
+        for call, setup in zip(calls, before):
+            if setup:
+                setup()
             call()
     times = np.empty((iters, len(calls)))
     for i in range(iters):
         for j, call in enumerate(calls):
+            if before[j]:
+                before[j]()
             comm.Barrier()
             start = MPI.Wtime()
             call()
@@ -112,8 +121,11 @@ def parse_segments(text: str) -> list:
 
 
 def prepare(algo, x, comm, args, sync, segment):
-    """A function doing one all-reduce of x with `algo`, the bytes it sends per rank, and a
-    function giving the codec seconds per call so far (0 but for 1bit)."""
+    """A function doing one all-reduce of x with `algo`, the bytes it sends per rank, a
+    function giving the codec seconds per call so far (0 but for 1bit), and a function to
+    run before each call, outside the timer (or None)."""
+    if algo == "ring-shm":
+        return prepare_shm(x, comm)
     if algo == "1bit":
         onebit = mpi_impl.OneBitAllreduce(comm, cuda_aware=args.cuda_aware)
         onebit(x)                                    # checks arguments, builds the plan
@@ -125,13 +137,24 @@ def prepare(algo, x, comm, args, sync, segment):
             onebit(x)
             sync()
             calls[0] += 1
-        return call, onebit.bytes_sent - before, lambda: (onebit.codec_s - start) / max(calls[0], 1)
+        return call, onebit.bytes_sent - before, lambda: (onebit.codec_s - start) / max(calls[0], 1), None
     out = x.copy()                                   # reused, as a training loop would
     mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware)   # checked once
     sent = mpi_impl.bytes_sent(algo, x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
     call = lambda: (mpi_impl.allreduce(x, algo, comm, out=out, cuda_aware=args.cuda_aware,
                                        check=False, segment=segment), sync())
-    return call, sent, lambda: 0.0
+    return call, sent, lambda: 0.0, None
+
+
+def prepare_shm(x, comm):
+    """prepare() for ring-shm: x's values are copied into the shared window before each call
+    (the gradient would be computed there), and the call reduces the window in place."""
+    shared = shm_ring.SharedBuffer(x.size, x.dtype, comm)
+    restore = lambda: np.copyto(shared.array, x)
+    restore()
+    shm_ring.allreduce(shared.array, shared)                    # checked once
+    sent = shm_ring.bytes_copied(x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
+    return lambda: shm_ring.allreduce(shared.array, shared, check=False), sent, lambda: 0.0, restore
 
 
 def variants(algos, segments):
@@ -146,6 +169,8 @@ def textbook(algo, count, itemsize, p, machine, codec_s):
     figures = (machine["alpha"], machine["beta"], machine["gamma"])
     if algo == "1bit":
         return mpi_impl.onebit.seconds(count, itemsize, p, *figures) + codec_s
+    if algo == "ring-shm":
+        return shm_ring.seconds(count, itemsize, p, *figures)
     return mpi_impl.seconds(algo, count, itemsize, p, *figures)
 
 
@@ -166,15 +191,15 @@ def bench_size(runs, nbytes, args, comm, device, machine):
     x = device.xp.asarray(np.random.default_rng(comm.Get_rank()).standard_normal(count).astype(dtype))
     prepared = [prepare(algo, x, comm, args, device.wait, segment) for algo, segment in runs]
     probes = primitives.probes(machine, x)
-    times = time_interleaved([call for call, _, _ in prepared] + [call for call, _ in probes],
-                             comm, args.iters, args.warmup)
+    times = time_interleaved([call for call, _, _, _ in prepared] + [call for call, _ in probes],
+                             comm, args.iters, args.warmup, [before for _, _, _, before in prepared])
     for k, (_, keep) in enumerate(probes):
         keep(float(times[:, len(runs) + k].min()))
-    mine = np.array([bytes_ for _, bytes_, _ in prepared], dtype=np.int64)
+    mine = np.array([bytes_ for _, bytes_, _, _ in prepared], dtype=np.int64)
     sent, sent_total = mine.copy(), mine.copy()
     comm.Allreduce(MPI.IN_PLACE, sent, op=MPI.MAX)          # the busiest rank's bytes
     comm.Allreduce(MPI.IN_PLACE, sent_total, op=MPI.SUM)
-    codec = np.array([codec_s() for _, _, codec_s in prepared])
+    codec = np.array([codec_s() for _, _, codec_s, _ in prepared])
     comm.Allreduce(MPI.IN_PLACE, codec, op=MPI.MAX)
     rows = []
     for j, (algo, segment) in enumerate(runs):
@@ -255,6 +280,8 @@ def sizes_and_segments(args):
         if max(values) > SIZE_LIMIT:
             raise UsageError(f"{option} {human(max(values))} is above the limit of "
                              f"{human(SIZE_LIMIT)} per buffer (mpi_impl/README.md, \"Limits\")")
+    if "ring-shm" in args.algo and args.device == "gpu":
+        raise UsageError("--algo ring-shm reduces host memory only: use it with --device cpu")
     problem = mpi_impl.missing_cupy(args.device)
     if problem:
         raise UsageError(problem)

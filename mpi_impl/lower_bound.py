@@ -70,6 +70,9 @@ def steps(algo: str, count: int, itemsize: int, p: int, sent: int = 0) -> list:
     if algo in ("ring", "nccl"):
         c = count // p * itemsize
         return [(c, c)] * (p - 1) + [(c, 0)] * (p - 1)
+    if algo == "ring-shm":            # adds from the neighbour's window, then copies from it
+        c = count // p * itemsize
+        return [(0, c)] * (p - 1) + [(c, 0)] * (p - 1)
     if algo == "sharded-ps":
         c = count // p * itemsize
         return [((p - 1) * c, (p - 1) * c), ((p - 1) * c, 0)]
@@ -107,7 +110,7 @@ def bytes_added(algo: str, count: int, itemsize: int, p: int) -> int:
     return (p - 1) * m                 # every value is summed once: p - 1 additions
 
 
-ANY_P = ("ring", "nccl", "ps", "sharded-ps")      # no fold: traffic() counts them on any p
+ANY_P = ("ring", "ring-shm", "nccl", "ps", "sharded-ps")      # no fold: traffic() counts them on any p
 
 
 def traffic(algo: str, count: int, itemsize: int, p: int) -> float:
@@ -123,7 +126,7 @@ def traffic(algo: str, count: int, itemsize: int, p: int) -> float:
         algo = choice(count, itemsize, p)
     if p == 1 or (p & (p - 1) and algo not in ANY_P):
         return least
-    per_rank = {"ring": 5 * (p - 1) / p * m, "nccl": 5 * (p - 1) / p * m,
+    per_rank = {"ring": 5 * (p - 1) / p * m, "ring-shm": 5 * (p - 1) / p * m, "nccl": 5 * (p - 1) / p * m,
                 "halving-doubling": 5 * (p - 1) / p * m,
                 "recursive-doubling": 3 * (p.bit_length() - 1) * m,
                 "sharded-ps": (3 * p - 1) / p * m, "ps": 5 * (p - 1) / p * m}.get(algo, 0)

@@ -123,3 +123,9 @@ def bytes_copied(count: int, itemsize: int, p: int, rank: int = 0) -> int:
         return 0
     b = chunk_bounds(count, p)
     return (count - (b[(rank + 1) % p + 1] - b[(rank + 1) % p])) * itemsize
+
+
+def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:
+    """T_ring_shm above for `count` elements, a barrier taken as alpha and a copy as beta."""
+    m = count * itemsize
+    return (2 * (p - 1) + 1) * alpha + (p - 1) / p * m * (beta + gamma)
