@@ -19,18 +19,15 @@ from mpi4py import MPI
 import mpi_impl
 from mpi_impl.powersgd import PowerSGD, orthogonalise
 from mpi_impl.topk import TopK
-from verdict import finish
+from verdict import finish, recorder
 
 comm = MPI.COMM_WORLD
 p, rank = comm.Get_size(), comm.Get_rank()
-failures = []
+failures, fail = recorder(comm)
 # a bucket: a 7 x 5 matrix, a vector of 5, a 4 x 9 matrix, conv kernels 3 x 2 x 3 x 3, a vector of 3
 ARRAYS = [(0, (7, 5)), (35, (5,)), (40, (4, 9)), (76, (3, 2, 3, 3)), (130, (3,))]
 N = 133
 
-
-def fail(msg):
-    failures.append(f"[rank {rank}/{p}] {msg}")
 
 
 def total(x):
