@@ -115,6 +115,14 @@ def fit_memory_keys(m, capacity):
     return mem_bw, node_bw
 
 
+def fit_update_after_codec_key(m):
+    """compute.update_after_codec: the 2-rank probe's update after its 1-bit sync against after
+    its ring sync, the median of the rounds (fit.fit_update_after_codec); None without the block."""
+    if m.probes[2][0].onebit_update_s is None:
+        return None
+    return m.per_round(2, lambda p, _: fit.fit_update_after_codec(p.update_s, p.onebit_update_s))
+
+
 def fit_jitter_key(m):
     """compute.jitter: ranks computing side by side do not finish together; the 2-rank probe's
     wait for the slower one against its compute (fit.fit_jitter)."""
@@ -232,10 +240,8 @@ def profile_dict(measured):
     f = Fitted(peak, e_max, b_half, capacity, mem_bw, node_bw, fit_jitter_key(m), link_gbs, message_s,
                powersgd_gflops=lowrank.fit_rate(m, capacity))
     overhead, shared_jitter = fit_oversubscribed_keys(m, capacity)
-    after = m.per_round(2, lambda p, _: fit.fit_update_after_codec(p.update_s, p.onebit_update_s)) \
-        if m.probes[2][0].onebit_update_s is not None else None
     f = replace(f, loop_latency_us=fit_loop_latency(m, layout(m, f)), timeslice_overhead=overhead,
-                shared_jitter=shared_jitter, update_after_codec=after)
+                shared_jitter=shared_jitter, update_after_codec=fit_update_after_codec_key(m))
     f = replace(f, timeslice_s=fit_timeslice_key(m, layout(m, f)))
     return layout(m, replace(f, codec=fit_codec_keys(m, layout(m, f))))
 

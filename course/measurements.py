@@ -260,8 +260,9 @@ def compute_spread(m):
 def unsteady(m, ratio=1.3):
     """Warnings, one line each, where the machine changed while calibrate measured it: the
     moments of compute (the sweep and the 1-rank probes) further apart than `ratio` (on a
-    quiet 2-core machine they stay within 1.15). The link's rounds vary far more even on a
-    quiet machine; its best round is taken, so it has no warning."""
+    quiet 2-core machine they stay within 1.15), or a batch sweep that does not rise with the
+    batch (sweep_shrinks). The link's rounds vary far more even on a quiet machine; its best
+    round is taken, so it has no warning."""
     moments, out = compute_moments(m), []
     if max(moments) / min(moments) > ratio:
         out.append(f"compute at batch {m['batch']} took {min(moments) * 1e3:.2f} to {max(moments) * 1e3:.2f} ms "
@@ -305,7 +306,7 @@ class Probe:
         sizes, best = p["sizes_bytes"], p["one_way_s"]
         return cls(ranks=p["ranks"], compute_s=parts["compute_s"], update_s=parts["update_s"],
                    straggler_s=straggler_s(p, "ring") if ring else None,
-                   ring_sync_s=float(np.mean(ring["sync_steps_s"])) if ring else None,
+                   ring_sync_s=ring_loop_s(p) if ring else None,
                    onebit_loop_s=onebit_in_loop(p),
                    onebit_update_s=summarise([p], "1bit")["update_s"] if "1bit" in p["blocks"] else None,
                    message_s=p["one_way_median_s"][0] if best else None,

@@ -54,6 +54,18 @@ class Replayed:
         return self._by_source
 
 
+def book(net, transfers, times, carried_only=False):
+    """Book `times` more of the (src, route, nbytes) transfers: on net.bytes_sent (unless
+    carried_only) and on every channel of their routes."""
+    sent = net.bytes_sent
+    for src, route, nbytes in transfers:
+        if not carried_only:
+            sent[src] = sent.get(src, 0.0) + times * nbytes
+        if nbytes > 0:
+            for ch in route:
+                ch.bytes_carried += times * nbytes
+
+
 def _classes(node):
     """The classes a node belongs to: every node is in "all", and in "node0" or "rest"."""
     return ("all", "node0" if node == 0 else "rest")
@@ -112,10 +124,7 @@ class Ledger:
         """Book everything owed: bytes sent and bytes carried by every channel."""
         self.settle_sent()
         for step, times in self.steps_carried.values():
-            for _, route, nbytes in step.transfers():
-                if nbytes > 0:
-                    for ch in route:
-                        ch.bytes_carried += times * nbytes
+            book(self.net, step.transfers(), times, carried_only=True)
         self.steps_carried.clear()
         if not self.carried:
             return

@@ -23,7 +23,7 @@ Three kinds of replay:
               step, a parameter server's gather): timed by dpsim.symmetry one flow per kind,
               then replayed; its bytes are owed (dpsim.ledger) until they are read
 """
-from .ledger import Ledger, Replayed
+from .ledger import Ledger, Replayed, book
 from .network import Sending
 
 
@@ -120,16 +120,11 @@ class Replay:
     def _count_again(self, log, times):
         """Book the bytes of the logged transfers `times` more times; owe those of the symmetric
         and remembered steps replayed among them (dpsim.ledger)."""
-        net = self.net
         for entry in log:
-            if not isinstance(entry, Sending):
+            if isinstance(entry, Sending):
+                book(self.net, entry.transfers(), times)
+            else:
                 self.ledger.owe(entry, times)
-                continue
-            for src, route, nbytes in entry.transfers():
-                net.bytes_sent[src] += times * nbytes
-                if nbytes > 0:
-                    for ch in route:
-                        ch.bytes_carried += times * nbytes
 
     def _book_step(self, replayed):
         """A remembered step replayed once: its bytes owed (dpsim.ledger), O(1) however many
