@@ -12,10 +12,11 @@ shows the mean over calls (the JSON also has median, min and max).  As in nccl-t
     algbw = size / time                 (size = bytes of the buffer being reduced)
     busbw = algbw * 2 (p - 1) / p       (what each rank's link carried, for all-reduce)
 
-busbw is the figure to compare with a link's bandwidth and across rank counts.  "ring-shm" is
-the ring over MPI-3 shared memory (shm_ring.py, CPU and one node only): its input is copied
-into the shared window before each call, outside the timer, and its "sent/rank" is what a
-rank copies from its neighbour's window.  "sent/rank"
+busbw is the figure to compare with a link's bandwidth and across rank counts.  "ring-shm" and
+"halving-doubling-shm" are the two over MPI-3 shared memory (shm_ring.py,
+shm_halving_doubling.py; CPU and one node only): their input is copied into the shared window
+before each call, outside the timer, and their "sent/rank" is what a rank copies into or out
+of another rank's buffer.  "sent/rank"
 is what the busiest rank sends in one call (rank 0 for ps).  "1bit" can
 be timed too; its busbw uses the same formula (the uncompressed size), so it shows the
 speed a user sees, not the bytes on the wire (that is the "sent/rank" column).
@@ -51,12 +52,13 @@ import numpy as np
 from mpi4py import MPI
 
 import mpi_impl
-from mpi_impl import files, lower_bound, primitives, shm_ring, single_copy
+from mpi_impl import files, lower_bound, primitives, shm_halving_doubling, shm_ring, shm_window, single_copy
 from mpi_impl.errors import Parser, UsageError, algorithm_names, interrupted, usage_errors, watch_ctrl_c
 
 UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
          "G": 1024 ** 3, "GB": 1024 ** 3}
-BENCH_ALGORITHMS = mpi_impl.ALGORITHMS + ("1bit", "ring-shm")
+SHARED_MEMORY = {"ring-shm": shm_ring, "halving-doubling-shm": shm_halving_doubling}   # host memory, one node
+BENCH_ALGORITHMS = mpi_impl.ALGORITHMS + ("1bit",) + tuple(SHARED_MEMORY)
 #: Limits, checked before any buffer is allocated (mpi_impl/README.md, "Limits"): a buffer
 #: of --sizes or --segment (each rank holds about five: x, out, scratch and staging copies)
 SIZE_LIMIT = 1 << 30
@@ -124,8 +126,8 @@ def prepare(algo, x, comm, args, sync, segment):
     """A function doing one all-reduce of x with `algo`, the bytes it sends per rank, a
     function giving the codec seconds per call so far (0 but for 1bit), and a function to
     run before each call, outside the timer (or None)."""
-    if algo == "ring-shm":
-        return prepare_shm(x, comm)
+    if algo in SHARED_MEMORY:
+        return prepare_shm(SHARED_MEMORY[algo], x, comm)
     if algo == "1bit":
         onebit = mpi_impl.OneBitAllreduce(comm, cuda_aware=args.cuda_aware)
         onebit(x)                                    # checks arguments, builds the plan
@@ -146,15 +148,16 @@ def prepare(algo, x, comm, args, sync, segment):
     return call, sent, lambda: 0.0, None
 
 
-def prepare_shm(x, comm):
-    """prepare() for ring-shm: x's values are copied into the shared window before each call
-    (the gradient would be computed there), and the call reduces the window in place."""
-    shared = shm_ring.SharedBuffer(x.size, x.dtype, comm)
+def prepare_shm(module, x, comm):
+    """prepare() for a shared-memory all-reduce (module: shm_ring or shm_halving_doubling):
+    x's values are copied into the shared window before each call (the gradient would be
+    computed there), and the call reduces the window in place."""
+    shared = shm_window.SharedBuffer(x.size, x.dtype, comm)
     restore = lambda: np.copyto(shared.array, x)
     restore()
-    shm_ring.allreduce(shared.array, shared)                    # checked once
-    sent = shm_ring.bytes_copied(x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
-    return lambda: shm_ring.allreduce(shared.array, shared, check=False), sent, lambda: 0.0, restore
+    module.allreduce(shared.array, shared)                      # checked once
+    sent = module.bytes_copied(x.size, x.itemsize, comm.Get_size(), comm.Get_rank())
+    return lambda: module.allreduce(shared.array, shared, check=False), sent, lambda: 0.0, restore
 
 
 def variants(algos, segments):
@@ -169,8 +172,8 @@ def textbook(algo, count, itemsize, p, machine, codec_s):
     figures = (machine["alpha"], machine["beta"], machine["gamma"])
     if algo == "1bit":
         return mpi_impl.onebit.seconds(count, itemsize, p, *figures) + codec_s
-    if algo == "ring-shm":
-        return shm_ring.seconds(count, itemsize, p, *figures)
+    if algo in SHARED_MEMORY:
+        return SHARED_MEMORY[algo].seconds(count, itemsize, p, *figures)
     return mpi_impl.seconds(algo, count, itemsize, p, *figures)
 
 
@@ -280,8 +283,12 @@ def sizes_and_segments(args):
         if max(values) > SIZE_LIMIT:
             raise UsageError(f"{option} {human(max(values))} is above the limit of "
                              f"{human(SIZE_LIMIT)} per buffer (mpi_impl/README.md, \"Limits\")")
-    if "ring-shm" in args.algo and args.device == "gpu":
-        raise UsageError("--algo ring-shm reduces host memory only: use it with --device cpu")
+    for algo in SHARED_MEMORY:
+        if algo in args.algo and args.device == "gpu":
+            raise UsageError(f"--algo {algo} reduces host memory only: use it with --device cpu")
+    ranks = MPI.COMM_WORLD.Get_size()
+    if "halving-doubling-shm" in args.algo and ranks & (ranks - 1):
+        raise UsageError(f"--algo halving-doubling-shm needs a power of two ranks, got {ranks}; use ring-shm")
     problem = mpi_impl.missing_cupy(args.device)
     if problem:
         raise UsageError(problem)

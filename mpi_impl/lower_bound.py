@@ -33,7 +33,10 @@ they run in), with every rank at once, prices them:
 For the ring on p ranks B = 5 (p - 1) m: per rank the reduce-scatter reads (p - 1) chunks
 received and (p - 1) bases and writes (p - 1) sums, the all-gather reads and writes (p - 1)
 chunks: 5 (p - 1) chunks of m / p.  On 2 ranks that is 2.5 m per rank: 1.25 copies, or
-0.83 in-place adds, whichever kernel moved its bytes faster.
+0.83 in-place adds, whichever kernel moved its bytes faster.  The shared-memory two
+(shm_ring.py, shm_halving_doubling.py) hand each finished piece to the next rank while it is
+in cache, so their first all-gather hop reads nothing from memory: B = (5p - 6) m, 2 p m on
+2 ranks.
 
 On one machine, without a copy engine, a core copies every byte a message carries (MPI's
 shared-memory cells and its single-copy path alike) and a core adds every byte added.  With
@@ -70,9 +73,9 @@ def steps(algo: str, count: int, itemsize: int, p: int, sent: int = 0) -> list:
     if algo in ("ring", "nccl"):
         c = count // p * itemsize
         return [(c, c)] * (p - 1) + [(c, 0)] * (p - 1)
-    if algo == "ring-shm":            # adds from the neighbour's window, then copies from it
+    if algo == "ring-shm":            # adds from the neighbour's window, hands back, copies from it
         c = count // p * itemsize
-        return [(0, c)] * (p - 1) + [(c, 0)] * (p - 1)
+        return [(0, c)] * (p - 2) + [(c, c)] + [(c, 0)] * (p - 2)
     if algo == "sharded-ps":
         c = count // p * itemsize
         return [((p - 1) * c, (p - 1) * c), ((p - 1) * c, 0)]
@@ -83,6 +86,9 @@ def steps(algo: str, count: int, itemsize: int, p: int, sent: int = 0) -> list:
     if algo == "mpi":
         algo = choice(count, itemsize, p)
     q = largest_power_of_two(p)
+    if algo == "halving-doubling-shm":     # p = q: the halving adds from the partner's window
+        halves = [count // p * (p >> k) * itemsize for k in range(1, p.bit_length())]
+        return [(0, h) for h in halves[:-1]] + [(halves[-1], halves[-1])] + [(h, 0) for h in reversed(halves[:-1])]
     fold, unfold = ([(m, m)], [(m, 0)]) if q < p else ([], [])
     if algo == "recursive-doubling":
         return fold + [(m, m)] * (q.bit_length() - 1) + unfold
@@ -110,7 +116,7 @@ def bytes_added(algo: str, count: int, itemsize: int, p: int) -> int:
     return (p - 1) * m                 # every value is summed once: p - 1 additions
 
 
-ANY_P = ("ring", "ring-shm", "nccl", "ps", "sharded-ps")      # no fold: traffic() counts them on any p
+ANY_P = ("ring", "ring-shm", "nccl", "ps", "sharded-ps", "halving-doubling-shm")      # no fold: traffic() counts them on any p
 
 
 def traffic(algo: str, count: int, itemsize: int, p: int) -> float:
@@ -126,7 +132,8 @@ def traffic(algo: str, count: int, itemsize: int, p: int) -> float:
         algo = choice(count, itemsize, p)
     if p == 1 or (p & (p - 1) and algo not in ANY_P):
         return least
-    per_rank = {"ring": 5 * (p - 1) / p * m, "ring-shm": 5 * (p - 1) / p * m, "nccl": 5 * (p - 1) / p * m,
+    per_rank = {"ring": 5 * (p - 1) / p * m, "nccl": 5 * (p - 1) / p * m,
+                "ring-shm": (5 * p - 6) / p * m, "halving-doubling-shm": (5 * p - 6) / p * m,
                 "halving-doubling": 5 * (p - 1) / p * m,
                 "recursive-doubling": 3 * (p.bit_length() - 1) * m,
                 "sharded-ps": (3 * p - 1) / p * m, "ps": 5 * (p - 1) / p * m}.get(algo, 0)
