@@ -78,7 +78,7 @@ TRANSPORTS = {t.name: t for t in [
     # AWS EFA through libfabric (aws-ofi-nccl): the efa kind's efficiency; GPUDirect RDMA as the
     # instance has it (p4d on, p3dn off: aws/aws-ofi-nccl#104).
     Transport("efa", ("efa",), 0.0, 0.0, 0.0, None,
-              "NCCL over EFA via aws-ofi-nccl: 80 of 100 Gb/s between 2 p3dn (NVIDIA/nccl#235)"),
+              "NCCL ring over EFA via aws-ofi-nccl: 60 of 100 Gb/s between 2 p3dn (NVIDIA/nccl-tests#22)"),
 ]}
 
 # The transport a link kind gets when the scenario says "auto": RDMA verbs where the NIC has

@@ -34,6 +34,18 @@ def test_mpi_tcp_pays_its_measured_fraction_and_latency():
     assert GIB / collective_time(sc, GIB) == pytest.approx(0.30 * 12.5e9, rel=0.02)
 
 
+def test_efa_moves_what_nccls_ring_over_one_p3dn_efa_moved():
+    """NVIDIA/nccl-tests#22 (yaroslavvb, 2019-06-17): NCCL's ring forced on 2 p3dn nodes x 8 GPUs,
+    one 100 Gb/s EFA each, ran a 1 GiB all-reduce in 268 ms. With one NIC per node every byte of
+    the ring crosses it, so the bus bandwidth 2(16-1)/16 x 2^30 B / 0.268 s is the NIC's rate: the
+    efa kind's efficiency is that over 12.5 GB/s, and dpsim's 2-rank ring over one EFA moves it."""
+    nic_rate = 2 * 15 / 16 * GIB / 0.268
+    from dpsim import hardware
+    assert hardware.EFFICIENCY["efa"][0] == pytest.approx(nic_rate / 12.5e9, abs=0.005)
+    sc = config.load_scenario(TWO_NODES, {"cluster.inter": "efa-100", "cluster.gpudirect": "on"})
+    assert GIB / collective_time(sc, GIB) == pytest.approx(nic_rate, rel=0.01)
+
+
 def test_a_call_pays_its_fixed_cost_once():
     base = config.load_scenario(TWO_NODES)
     with_cost = config.load_scenario(TWO_NODES, {"sync.call_overhead_us": 100.0})
