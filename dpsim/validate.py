@@ -35,6 +35,7 @@ ONE_GPU_RATES lists the GPU, model and precision, else from 0.6 of peak.
 tolerance; the table prints it in the last column.
 """
 import dataclasses
+import difflib
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -221,12 +222,15 @@ def compare(case) -> Row:
 
 def validate(names=None, cases=None) -> list[Row]:
     """Every case (or those named) of `cases` (default: published.toml's), compared; an
-    unknown name raises ScenarioError listing them."""
+    unknown name raises ScenarioError naming the nearest known ones."""
     cases = load_cases() if cases is None else cases
     known = [c["name"] for c in cases]
     unknown = [n for n in names or [] if n not in known]
     if unknown:
-        raise ScenarioError("--case", f"unknown case {', '.join(map(repr, unknown))}; choose from: {', '.join(known)}")
+        near = sorted({k for n in unknown for k in difflib.get_close_matches(n, known, n=3, cutoff=0.5)})
+        hint = f"; nearest: {', '.join(near)}" if near else ""
+        raise ScenarioError("--case", f"unknown case {', '.join(map(repr, unknown))}{hint} (every case's name is "
+                            f"the first column of dpsim validate)")
     return [compare(c) for c in cases if not names or c["name"] in names]
 
 
