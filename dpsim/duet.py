@@ -331,6 +331,7 @@ class Duet:
         self.kinds = {}           # channel kind -> its number in capacity
         self.fluid = Fluid(self.capacity)
         self.tallies = {}         # (moves, staged) -> the bytes of one step (dpsim.ledger.Tally)
+        self.joined = 0           # trains timed
         self._generation = 0
 
     @property
@@ -345,6 +346,7 @@ class Duet:
 
     def join(self, train):
         """Start `train` now; an event for its end."""
+        self.joined += 1
         self._catch_up()
         self.fluid.rewind()
         self.fluid.add(train, self.env.now)
