@@ -16,14 +16,19 @@ The cost model is dpsim.network's, step by step (a `Train` is one collective):
   pipelined with it: Machine.send_reduce), and the next step starts then.
 Rates change only when a flow starts or ends, so the model is exact between those moments.
 
-Jumping. A step that no other train's flows overlap takes the time it takes alone (`period`)
-and its flows flow in the same window of it (`window`). When train X starts a step and the
-other train Y's step so far has shared nothing, both steps' windows lie on grids of their own
-periods; the relative position of X's window on Y's grid moves by X's period modulo Y's at
-every step of X, a straight line, so the number of X's steps whose windows miss all of Y's is
-a closed form, and X skips them (its start moves on by whole periods; Y is simulated as it
-is, and finds nothing of X's skipped steps on the links, as it would not). A single train
-skips to its last step. A skip never passes the time the caller asks about (`run(until)`).
+Skipping. A step whose flows share no channel with another train's while they flow takes the
+time it takes alone (`period`), and on each channel its bytes flow in the same window of it
+(`window`: first byte on, last byte off). When train X begins a step and the other train Y's
+step so far has shared nothing, both trains' windows lie on grids of their own periods; on
+every channel they both use, the position of X's window on Y's grid moves by X's period
+modulo Y's at every step of X, a straight line, so the number of X's steps whose windows miss
+all of Y's is a closed form, and X skips them: its start moves on by whole periods, and Y,
+simulated as it is, finds nothing of X's on the links, as it would not. A single train skips
+to its last step. Before a train joins, a train skipped past that moment is brought back to
+the step it is in (`rewind`).
+Repeats. Where the two keep meeting, the state of Y relative to the moment X begins a step is
+compared with its state at X's earlier beginnings; once it comes back (to 1e-11 of a period
+and of each flow's bytes), the pair repeats itself and whole repeats are jumped over.
 
 Exact up to rounding against the simulation of every transfer: tests/test_duet.py.
 Machine.together builds the trains and refuses whenever these assumptions fail (another
