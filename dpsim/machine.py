@@ -41,6 +41,7 @@ import math
 
 from . import derived, symmetry
 from .network import Pairs
+from .duet import Train
 from .replay import Replay
 from .symmetry import AllPairs, Alike, Star
 from .vocabulary import MIB
@@ -315,3 +316,45 @@ class Machine:
         codec = self.codec_s
         yield from self.replay.rounds(rounds, step)
         self.codec_s += (rounds - 1) * (self.codec_s - codec)
+
+    def together(self, rounds, moves, step, endpoints=None, added=0.0):
+        """`rounds` identical steps of `moves`, each `step()` (and then, with `endpoints`, each
+        endpoint adding `added` bytes, as send_reduce does), where other such collectives may
+        run at the same time (ZeRO-3's backward). Fast path: a dpsim.duet Train, timed beside
+        the others without SimPy. Otherwise, or when the duet's assumptions fail (not an Alike
+        step this cluster's symmetry covers, other transfers in flight), repeat(rounds, step)."""
+        train = self._train(rounds, moves, endpoints, added)
+        if train is None:
+            yield from self.repeat(rounds, step)
+            return
+        yield self.replay.duet.join(train)
+
+    def _train(self, rounds, moves, endpoints, added):
+        """The duet's Train of these steps (node 0's flows, one per kind, over channels of a
+        kind's bandwidth times the nodes: dpsim.symmetry.simulate's network), or None."""
+        replay = self.replay
+        if replay is None or rounds < 1 or not isinstance(moves, Alike) or not self._symmetric(moves) \
+                or self.net.in_flight or replay.owner is not None:
+            return None
+        staged = self.staging == "host"
+        duet, cluster, overhead = replay.duet, self.cluster, self.message_overhead(staged)
+        flows = []
+        for src, dst, nbytes, weight in moves.representatives(cluster):
+            route = self.route(src, dst, staged)
+            hops = tuple(duet.number(symmetry.channel_kind(cluster, "all", ch), ch.bandwidth * cluster.nodes)
+                         for ch in route)
+            flows.append((hops, sum(ch.latency for ch in route) + overhead, float(nbytes), weight))
+        if (moves, staged) not in duet.tallies:
+            duet.tallies[moves, staged] = symmetry.simulate(self, moves, staged)[1]
+        return Train(flows, rounds, self._ends(moves, endpoints, added), self.env.event(), duet.tallies[moves, staged])
+
+    def _ends(self, moves, endpoints, added):
+        """When a step that started at `start` and whose transfers arrived at `arrived` ends:
+        then (a send), after the addition, or pipelined with it (send_reduce)."""
+        if endpoints is None:
+            return lambda start, arrived: arrived
+        add = self._slowest_gamma(endpoints) * added
+        if not self.segment:
+            return lambda start, arrived: arrived + add
+        message, segment = symmetry.largest(moves), self.segment
+        return lambda start, arrived: start + pipelined(arrived - start, add, message, segment)

@@ -23,6 +23,7 @@ Three kinds of replay:
               step, a parameter server's gather): timed by dpsim.symmetry one flow per kind,
               then replayed; its bytes are owed (dpsim.ledger) until they are read
 """
+from .duet import Duet
 from .ledger import Ledger, Replayed, book
 from .network import Sending
 
@@ -40,23 +41,24 @@ class Replay:
         self.steps = {}             # remembered steps: key -> (seconds, book), book() books its bytes
         self.replayed = 0           # rounds and steps replayed instead of simulated
         self.symmetric_steps = 0    # steps simulated one flow per kind (dpsim.symmetry)
+        self.duet = Duet(env, self._book_train)     # ring collectives timed together (dpsim.duet)
         net.observer = self._saw
 
     def _saw(self, sending):
         """The network's observer: the transfers of a network.Sending have started."""
-        if self.owner is not None and self.env.active_process is not self.owner:
+        if self.owner is not None and self.env.active_process is not self.owner or self.duet.active:
             self.disturbed = True
         if self.log is not None:
             self.log.append(sending)
 
     def idle(self) -> bool:
         """Nothing in flight and nobody replaying: a collective starting now has the network alone."""
-        return self.net.in_flight == 0 and self.owner is None
+        return self.net.in_flight == 0 and self.owner is None and not self.duet.active
 
     def may_replay(self) -> bool:
         """A step started now by the running process would have the network to itself."""
         me = self.env.active_process
-        return me is not None and self.net.in_flight == 0 and self.owner in (None, me)
+        return me is not None and self.net.in_flight == 0 and self.owner in (None, me) and not self.duet.active
 
     def rounds(self, rounds, step):
         """`step()`, a generator for one round, simulated once; the other rounds - 1 are one
@@ -132,6 +134,11 @@ class Replay:
         self.ledger.owe(replayed)
         if self.log is not None:
             self.log.append(replayed)
+
+    def _book_train(self, train):
+        """A dpsim.duet train has ended: the bytes of its steps owed, its steps counted as replayed."""
+        self.ledger.owe(train.tally, train.count)
+        self.replayed += train.count
 
     def _book_tally(self, tally):
         self.ledger.owe(tally)

@@ -28,7 +28,7 @@ ONLY_FROM = {("mpi_impl", "dpsim"): ("dpsim.vocabulary",)}
 DPSIM_LAYERS = {
     "words and tables": ("vocabulary", "errors", "files", "limits", "hardware", "models", "results", "compute",
                          "sharing", "nvlink", "transports", "software", "contention", "nccl_tuning"),
-    "the wires": ("maxmin", "network", "ledger", "replay", "symmetry", "cluster", "trace"),
+    "the wires": ("maxmin", "network", "ledger", "duet", "replay", "symmetry", "cluster", "trace"),
     "the algorithms": ("strategies", "strategies.*"),
     "the scenario": ("specs", "sections", "overrides", "bands", "derived", "config"),
     "the simulation": ("machine", "workload", "memory", "pipeline", "analytic", "engine", "diagnosis"),

@@ -57,7 +57,7 @@ def neighbour_moves(machine, rings, chunk):
     return every() if first is None else Alike(("shift", first, chunk), [(s, d, chunk) for s, d in first], every)
 
 
-def reduce_scatter(machine, rings, nbytes):
+def reduce_scatter(machine, rings, nbytes, together=False):
     n = len(rings[0])
     chunk = nbytes / n
     ranks, positions, _ = shape(machine, rings)
@@ -66,16 +66,22 @@ def reduce_scatter(machine, rings, nbytes):
 
     def step():
         yield from machine.send_reduce(moves, ranks, added, "reduce-scatter")
-    yield from machine.repeat(n - 1, step)
+    if together:                                  # beside other collectives (Machine.together)
+        yield from machine.together(n - 1, moves, step, ranks, added)
+    else:
+        yield from machine.repeat(n - 1, step)
 
 
-def all_gather(machine, rings, nbytes):
+def all_gather(machine, rings, nbytes, together=False):
     n = len(rings[0])
     moves = neighbour_moves(machine, rings, nbytes / n)
 
     def step():
         yield machine.send(moves, "all-gather")
-    yield from machine.repeat(n - 1, step)
+    if together:
+        yield from machine.together(n - 1, moves, step)
+    else:
+        yield from machine.repeat(n - 1, step)
 
 
 def allreduce(machine, ranks, nbytes):

@@ -21,16 +21,17 @@ from ..errors import ScenarioError
 from . import ring
 
 
-def reduce_scatter(machine, ranks, nbytes):
-    """Ring reduce-scatter of nbytes over the cluster's rings: each GPU ends with 1/n, summed."""
+def reduce_scatter(machine, ranks, nbytes, together=False):
+    """Ring reduce-scatter of nbytes over the cluster's rings: each GPU ends with 1/n, summed.
+    together: other collectives may run beside it (ring.py, Machine.together)."""
     rings = machine.cluster.rings(ranks)
-    yield from ring.reduce_scatter(machine, rings, nbytes / len(rings))
+    yield from ring.reduce_scatter(machine, rings, nbytes / len(rings), together)
 
 
-def all_gather(machine, ranks, nbytes):
+def all_gather(machine, ranks, nbytes, together=False):
     """Ring all-gather of nbytes: each GPU starts with 1/n and ends with all of it."""
     rings = machine.cluster.rings(ranks)
-    yield from ring.all_gather(machine, rings, nbytes / len(rings))
+    yield from ring.all_gather(machine, rings, nbytes / len(rings), together)
 
 
 def allreduce(machine, ranks, nbytes):

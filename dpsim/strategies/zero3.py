@@ -18,6 +18,8 @@ Cost with overlap off (a_u = (n-1)(alpha + m_u/n beta), r_u = a_u + (n-1) m_u/n 
 f_u and b_u the unit's forward and backward compute):
   sum_u (a_u + f_u) + sum_u (a_u + b_u) + sum_u r_u + update / n    (analytic.zero3_iteration)
 Bytes sent per GPU: 3 (n-1)/n m, 1.5x an all-reduce's (ZeRO, section 7.2.2).
+With overlap, backward's gathers and reduce-scatters share the links, so on the fast path they
+run `together` (Machine.together: dpsim.duet times them beside each other without SimPy).
 """
 from .zero1 import all_gather, allreduce, check, reduce_scatter, update_fraction  # noqa: F401
 
@@ -34,14 +36,15 @@ def units(work, seconds):
 def gathered_then_computed(machine, ranks, parts, compute, prefetch, after=None):
     """Each (bytes, seconds) part: all-gather its parameters, then compute; with prefetch the
     next part's all-gather starts as this one's compute does. after(nbytes): run once a part
-    has computed (backward's reduce-scatter), as its own process, one after another."""
-    env, previous = machine.env, None
-    gather = env.process(all_gather(machine, ranks, parts[0][0])) if prefetch else None
+    has computed (backward's reduce-scatter), as its own process, one after another; the
+    gathers then run `together` with it (Machine.together)."""
+    env, previous, together = machine.env, None, after is not None
+    gather = env.process(all_gather(machine, ranks, parts[0][0], together)) if prefetch else None
     for i, (nbytes, seconds) in enumerate(parts):
         if prefetch:
             yield gather
             if i + 1 < len(parts):
-                gather = env.process(all_gather(machine, ranks, parts[i + 1][0]))
+                gather = env.process(all_gather(machine, ranks, parts[i + 1][0], together))
         else:
             yield from all_gather(machine, ranks, nbytes)
         yield compute(seconds)
@@ -67,8 +70,9 @@ def backward_pass(machine, ranks, work, compute, overlap, sync):
     as soon as it is computed (overlap), else all after backward."""
     parts = units(work, work.backward_s)[::-1]
     if overlap:
-        yield from gathered_then_computed(machine, ranks, parts, compute, True,
-                                          after=lambda nbytes: sync(machine, ranks, nbytes))
+        rs = (lambda nbytes: reduce_scatter(machine, ranks, nbytes, together=True)) if sync is allreduce else \
+            (lambda nbytes: sync(machine, ranks, nbytes))
+        yield from gathered_then_computed(machine, ranks, parts, compute, True, after=rs)
         return
     yield from gathered_then_computed(machine, ranks, parts, compute, False)
     for nbytes, _ in parts:
