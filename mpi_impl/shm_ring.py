@@ -5,13 +5,13 @@ n elements lives in it, and every rank can read and write every other rank's buf
 buffer is cut into p chunks as ring.py cuts it, and the steps are the ring's, but no message
 is sent: a step reads the left neighbour's chunk where it lies.
 
-1. **Reduce-scatter** (p - 1 steps).  In step s, rank r adds chunk (r - s - 1) of its left
-   neighbour's buffer into its own chunk (r - s - 1), in place.  In the last step this
-   completes the sum of chunk r + 1, and rank r hands each finished piece straight back into
-   the left neighbour's chunk r + 1, which it has just read (``add_and_hand_back``): the
-   all-gather's first hop, done while the piece is in cache.  Now rank r holds the sums of
-   chunks r + 1 (its own) and r + 2 (handed back by its right neighbour).
-2. **All-gather** (p - 2 steps).  In step t, rank r copies the finished chunk (r + 3 + t) from
+1. **Reduce-scatter** (p - 1 steps).  In step s, rank r adds chunk (r - s - 2) of its left
+   neighbour's buffer into its own chunk (r - s - 2), in place.  In the last step this
+   completes the sum of chunk r, and rank r hands each finished piece straight back into the
+   left neighbour's chunk r, which it has just read (``add_and_hand_back``): the all-gather's
+   first hop, done while the piece is in cache.  Now rank r holds the sums of chunks r (its
+   own) and r + 1 (handed back by its right neighbour).
+2. **All-gather** (p - 2 steps).  In step t, rank r copies the finished chunk (r + 2 + t) from
    its right neighbour's buffer into its own.  On 2 ranks there is none: the hand-back
    finished the job.
 
@@ -63,28 +63,28 @@ def allreduce(x, shared: SharedBuffer, check: bool = True):
     right = shared.of((r + 1) % p)
     shared.sync()                                    # every rank's input is in place
     # 1. reduce-scatter: add the left neighbour's partial sum into mine, in place; the last
-    #    step completes chunk r + 1 and hands it back to the left neighbour
+    #    step completes chunk r and hands it back to the left neighbour
     for s in range(p - 2):
-        np.add(chunk(x, r - s - 1), chunk(left, r - s - 1), out=chunk(x, r - s - 1))
+        np.add(chunk(x, r - s - 2), chunk(left, r - s - 2), out=chunk(x, r - s - 2))
         shared.sync()
-    add_and_hand_back(chunk(x, r + 1), chunk(left, r + 1))
+    add_and_hand_back(chunk(x, r), chunk(left, r))
     shared.sync()
-    # 2. all-gather: the right neighbour holds the sums of chunks r + 2 .. r + 3 + t
+    # 2. all-gather: the right neighbour holds the sums of chunks r + 1 .. r + 2 + t
     for t in range(p - 2):
-        np.copyto(chunk(x, r + 3 + t), chunk(right, r + 3 + t))
+        np.copyto(chunk(x, r + 2 + t), chunk(right, r + 2 + t))
         shared.sync()
     return x
 
 
 def bytes_copied(count: int, itemsize: int, p: int, rank: int = 0) -> int:
-    """Bytes `rank` copies in one call: chunk r + 1 handed back to its left neighbour, and the
-    all-gather's p - 2 chunks (every chunk but r + 1 and r + 2) copied in.  The
-    reduce-scatter adds from the neighbour without a copy."""
+    """Bytes `rank` copies in one call: chunk r handed back to its left neighbour, and the
+    all-gather's p - 2 chunks (every chunk but r and r + 1) copied in.  The reduce-scatter
+    adds from the neighbour without a copy."""
     if p == 1:
         return 0
     b = chunk_bounds(count, p)
     size = lambda i: b[i % p + 1] - b[i % p]
-    return (count - size(rank + 2)) * itemsize
+    return (count - size(rank + 1)) * itemsize
 
 
 def seconds(count: int, itemsize: int, p: int, alpha: float, beta: float, gamma: float) -> float:

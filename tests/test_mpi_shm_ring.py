@@ -68,3 +68,21 @@ def test_bench_refuses_shared_memory_on_a_gpu(algo, mpirun):
     assert proc.returncode == 2, explain(proc)
     lines = proc.stderr.strip().splitlines()
     assert lines == [f"mpi_impl.bench: error: --algo {algo} reduces host memory only: use it with --device cpu"]
+
+
+def test_the_bench_rotates_which_call_goes_first():
+    """mpi_impl.bench.time_interleaved: every call is timed every round, before runs right
+    before its call, and round i starts with call i mod n (no call always follows the same)."""
+    import types
+    from mpi_impl.bench import time_interleaved
+    log = []
+    calls = [lambda j=j: log.append(("call", j)) for j in range(3)]
+    before = [lambda: log.append(("before", 0)), None, lambda: log.append(("before", 2))]
+    comm = types.SimpleNamespace(Barrier=lambda: None, Allreduce=lambda *a, **k: None)
+    times = time_interleaved(calls, comm, iters=3, warmup=1, before=before)
+    assert times.shape == (3, 3)
+    order = [j for kind, j in log if kind == "call"]
+    assert order == [0, 1, 2] + [0, 1, 2, 1, 2, 0, 2, 0, 1]      # warm-up round 0, then rounds 0, 1, 2
+    for k, (kind, j) in enumerate(log):
+        if kind == "before":
+            assert log[k + 1] == ("call", j)
