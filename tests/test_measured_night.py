@@ -1,0 +1,56 @@
+"""course/README.md's "Measured again, with the code as it is now": the stored calibration and
+compares of course/measured/2026-11-26-night. The stored profile gives back every prediction
+the compares made (made by this code from that profile, before the runs), and every figure
+the README states is the stored files'."""
+import json
+import tomllib
+
+import pytest
+
+import dpsim
+from course import compare, spread
+from doc_text import ROOT, flat, passage
+
+STORED = ROOT / "course/measured/2026-11-26-night"
+RING_PS = [json.loads((STORED / f"compare{i}.json").read_text()) for i in (1, 2, 3)]
+ZERO = json.loads((STORED / "compare-zero-powersgd.json").read_text())
+PROFILE = tomllib.loads((STORED / "profile.toml").read_text())
+SIDECAR = json.loads((STORED / "profile.measured.json").read_text())
+TEXT = flat(passage("course/README.md", "### Measured again, with the code as it is now"))
+
+
+@pytest.mark.parametrize("result", RING_PS + [ZERO], ids=["compare1", "compare2", "compare3", "zero-powersgd"])
+def test_the_stored_profile_gives_back_every_prediction(result):
+    prof = spread.values(PROFILE)
+    for row in result["rows"]:
+        sc = compare.scenario_for(prof, row["ranks"], row["sync"], row["compress"],
+                                  batch=PROFILE["training"]["batch_per_gpu"])
+        assert dpsim.simulate(sc).iteration_time_s == pytest.approx(row["predicted_iteration_s"], rel=1e-9)
+
+
+def test_readme_table_is_the_stored_compares():
+    pct = lambda x: f"{x:.1%}"
+    for name, result in [("1", RING_PS[0]), ("2", RING_PS[1]), ("3", RING_PS[2]), ("ZeRO, PowerSGD", ZERO)]:
+        worst = max(result["rows"], key=lambda r: abs(r["error"]))
+        onebit = ", ".join(f"{r['error']:.1%}" for r in result["rows"] if r["compress"] == "1bit")
+        band = result["widest_band"]
+        row = (f"| {name} | {pct(result['median_abs_error'])} | {pct(result['worst_abs_error'])} "
+               f"({compare.name_of(worst['ranks'], worst['sync'], worst['compress'])}) | "
+               f"{pct(result['median_abs_speedup_error'])} | {onebit} | {result['coverage']:.0%} | "
+               f"-{pct(band['below'])} / +{pct(band['above'])} |")
+        assert flat(row).replace("|  |", "| |") in TEXT, row
+        assert result["machine_load"]["others_cores"]["mean"] < 0.015        # "0.01 cores on average"
+
+
+def test_readme_says_what_the_bands_reach_and_why():
+    onebit = [abs(r["error"]) for res in RING_PS for r in res["rows"] if r["compress"] == "1bit"]
+    assert f"Every 1-bit row is within {max(onebit):.1%}" in TEXT
+    coverage = sorted(r["coverage"] for r in RING_PS)
+    assert f"cover {coverage[0]:.0%}-{coverage[-1]:.0%}".replace("%-", "-") + " of the rows" in TEXT
+    widest = max(RING_PS[0]["rows"], key=lambda r: r["predicted_band_s"]["high"] / r["predicted_iteration_s"])
+    above = widest["predicted_band_s"]["high"] / widest["predicted_iteration_s"] - 1
+    assert f"reach {above:.1%} above their prediction ({compare.name_of(widest['ranks'], widest['sync'], widest['compress'])})" in TEXT
+    peak = SIDECAR["spread"]["cluster.gpu.fp32_tflops"]
+    assert PROFILE["compute"]["efficiency"] == 1.0
+    assert f"{min(peak['rounds']):.3f}-{max(peak['rounds']):.3f} TFLOP/s against {peak['value']:.3f}" in TEXT
+    assert max(peak["rounds"]) < peak["value"]                  # every round's own fit below the value
