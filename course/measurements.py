@@ -201,15 +201,26 @@ def compute_step(probe):
 
 def compute_moments(m):
     """Forward + backward seconds at the run's batch at every moment calibrate measured it:
-    the batch sweep, then the 1-rank probe of every round."""
+    the batch sweep, then the 1-rank probe of every round.  One round's own sidecar
+    (course.spread.round_sidecar, marked "round") has the round's probe alone: the sweep is
+    one moment among 1 + rounds in the profile's median, so it must not be half of each
+    round's own fit (that put every round's compute on the sweep's side of the profile's)."""
     sweep = {int(b): t for b, t in m["compute_s"]}
-    return [sweep[m["batch"]]] + [compute_step(p) for p in m["probes"]["1"]]
+    probes = [compute_step(p) for p in m["probes"]["1"]]
+    return probes if own_round(m) else [sweep[m["batch"]]] + probes
 
 
 def loop_moments(m, figure):
     """figure(parts) at every moment calibrate timed the 1-rank loop's parts: the one-process
-    sweep (m itself, at the run's batch), then each round's 1-rank probe."""
-    return [figure(m)] + [figure(summarise([p])) for p in m["probes"]["1"]]
+    sweep (m itself, at the run's batch), then each round's 1-rank probe (one round's own
+    sidecar: its probe alone, as compute_moments)."""
+    probes = [figure(summarise([p])) for p in m["probes"]["1"]]
+    return probes if own_round(m) else [figure(m)] + probes
+
+
+def own_round(m):
+    """Whether m is one round's own sidecar with a 1-rank probe of its own."""
+    return m.get("round") is not None and bool(m["probes"].get("1"))
 
 
 def loop_figures(m):

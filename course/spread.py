@@ -4,7 +4,8 @@ spread of those fits.
 calibrate probes the machine in rounds (course/measurements.py). `calibrate.profile_dict`
 fits the profile from all of them (medians over the rounds); here the same fits run on each
 round alone (`round_sidecar`: that round's probes, with the one-process timings every round
-shares), and each figure of the profile that moves between rounds gets a range:
+shares, but its loop timed at that round's moment alone), and each figure of the profile
+that moves between rounds gets a range:
 
     value   the fit from all rounds, as before
     low     the 10th percentile of the per-round fits (or the value, if that is lower)
@@ -48,8 +49,10 @@ def rounds_of(m) -> int:
 
 
 def round_sidecar(m, r):
-    """The sidecar as if calibrate had probed only round r (the one-process timings kept)."""
-    return {**m, "probes": {n: [rounds[r]] for n, rounds in m["probes"].items()}}
+    """The sidecar as if calibrate had probed only round r (the one-process timings kept, but
+    the loop's moments at the run's batch are the round's own 1-rank probe's:
+    measurements.compute_moments)."""
+    return {**m, "probes": {n: [rounds[r]] for n, rounds in m["probes"].items()}, "round": r}
 
 
 def numbers(d, prefix=""):

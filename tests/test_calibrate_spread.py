@@ -147,3 +147,24 @@ def test_calibrate_under_a_cpu_burner_stops_or_writes_ordered_finite_bands(tmp_p
         assert all(math.isfinite(x) for x in (low, value, high)) and low <= value <= high, key
     sc, _ = dpsim.config.load_ranged(out)            # dpsim takes the profile, ranges and all
     assert sc.model.params == prof["model"]["params"]
+
+
+def test_a_rounds_own_fit_times_the_loop_at_that_rounds_moment_alone():
+    """The profile takes the median over 1 + R moments of the loop (the one-process sweep, then
+    each round's 1-rank probe); one round's own fit must not give the shared sweep half its
+    weight. The night's calibration (course/measured/2026-11-26-night) had a sweep slower than
+    every probe: with the sweep in each round's fit, every round's peak fell below the
+    profile's (0.178-0.190 against 0.192 TFLOP/s); on the rounds' own moments they straddle it."""
+    import json
+    from course import calibrate, measurements, spread
+    from doc_text import ROOT
+    m = json.loads((ROOT / "course/measured/2026-11-26-night/profile.measured.json").read_text())
+    for r in range(spread.rounds_of(m)):
+        own = spread.round_sidecar(m, r)
+        assert measurements.compute_moments(own) == [measurements.compute_step(m["probes"]["1"][r])]
+        assert len(measurements.loop_moments(own, lambda d: d["update_s"])) == 1
+    assert len(measurements.compute_moments(m)) == 1 + spread.rounds_of(m)     # the profile's: sweep too
+    value = calibrate.profile_dict(m)["cluster"]["gpu"]["fp32_tflops"]
+    peaks = [calibrate.profile_dict(spread.round_sidecar(m, r))["cluster"]["gpu"]["fp32_tflops"]
+             for r in range(spread.rounds_of(m))]
+    assert min(peaks) < value < max(peaks)
