@@ -54,3 +54,32 @@ def test_readme_says_what_the_bands_reach_and_why():
     assert PROFILE["compute"]["efficiency"] == 1.0
     assert f"{min(peak['rounds']):.3f}-{max(peak['rounds']):.3f} TFLOP/s against {peak['value']:.3f}" in TEXT
     assert max(peak["rounds"]) < peak["value"]                  # every round's own fit below the value
+
+
+def test_readme_repredicted_bands_are_what_the_code_gives_now():
+    from course import repredict
+    ranged = repredict.profile_from_sidecar(STORED / "profile.measured.json", ranges=True)
+    found = [repredict.coverage(ranged, c, SIDECAR["batch"]) for c in RING_PS]
+    shares = [f"{share:.0%}" for share, _ in found]
+    assert f"cover {shares[0]}, {shares[1]} and {shares[2]} of the rows" in TEXT
+    below, above = max(b for _, (b, _) in found), max(a for _, (_, a) in found)
+    assert f"reaching {below:.1%} below and {above:.1%} above its prediction" in TEXT
+    assert f"4 ranks ring's +{above:.1%}" in TEXT
+
+
+def test_readme_slow_ends_of_the_widest_band_are_each_figure_alone():
+    """Each ranged figure alone at its slow end, the others at their values: what it adds to
+    4 ranks ring's prediction (dpsim.bands takes them all at once)."""
+    from course import repredict
+    from dpsim import bands
+    ranged = bands.split(repredict.profile_from_sidecar(STORED / "profile.measured.json", ranges=True))
+    at = lambda p: dpsim.simulate(compare.scenario_for(p, 4, "ring", "none", batch=SIDECAR["batch"])).iteration_time_s
+    nominal = at(ranged.data)
+    slow = {k: max(at(ranged.at({k: lo})), at(ranged.at({k: hi}))) / nominal - 1
+            for k, (lo, _, hi) in ranged.ranges.items()}
+    moving = sorted((x for x in slow.values() if x >= 0.0055), reverse=True)
+    assert len(moving) == 8 and f"eight figures of {moving[-1] * 100:.1f}-{moving[0]:.1%} each" in TEXT
+    for key, words in [("cluster.timeslice_us", "the time slice"), ("cluster.gpu.fp32_tflops", "the compute rate"),
+                       ("compute.shared_jitter", "the jitter of shared cores"),
+                       ("cluster.timeslice_overhead", "their overhead")]:
+        assert f"{words} {slow[key]:.1%}" in TEXT, key
