@@ -42,3 +42,18 @@ def passage(name, anchor):
             if flat(anchor) in flat(section):
                 return flat(section)
     raise AssertionError(f"{name} no longer says {anchor!r}")
+
+
+def compare_row(name, result):
+    """The row a course/README.md table of measured compares gives a compare's JSON: median and
+    worst |error|, the speed-up's, the 1-bit rows, coverage and the widest band (flat)."""
+    from course.compare import name_of
+    pct = lambda x: f"{x:.1%}"
+    worst = max(result["rows"], key=lambda r: abs(r["error"]))
+    onebit = ", ".join(f"{r['error']:.1%}" for r in result["rows"] if r["compress"] == "1bit")
+    band = result["widest_band"]
+    row = (f"| {name} | {pct(result['median_abs_error'])} | {pct(result['worst_abs_error'])} "
+           f"({name_of(worst['ranks'], worst['sync'], worst['compress'])}) | "
+           f"{pct(result['median_abs_speedup_error'])} | {onebit} | {result['coverage']:.0%} | "
+           f"-{pct(band['below'])} / +{pct(band['above'])} |")
+    return flat(row).replace("|  |", "| |")
