@@ -291,9 +291,9 @@ def sizes_and_segments(args):
     for algo in SHARED_MEMORY:
         if algo in args.algo and args.device == "gpu":
             raise UsageError(f"--algo {algo} reduces host memory only: use it with --device cpu")
-    ranks = MPI.COMM_WORLD.Get_size()
-    if "halving-doubling-shm" in args.algo and ranks & (ranks - 1):
-        raise UsageError(f"--algo halving-doubling-shm needs a power of two ranks, got {ranks}; use ring-shm")
+    ranks_problem = shm_halving_doubling.ranks_problem(MPI.COMM_WORLD.Get_size())
+    if "halving-doubling-shm" in args.algo and ranks_problem:
+        raise UsageError(f"--algo {ranks_problem}")
     problem = mpi_impl.missing_cupy(args.device)
     if problem:
         raise UsageError(problem)

@@ -86,14 +86,14 @@ def steps(algo: str, count: int, itemsize: int, p: int, sent: int = 0) -> list:
     if algo == "mpi":
         algo = choice(count, itemsize, p)
     q = largest_power_of_two(p)
+    halves = [count // q * (q >> k) * itemsize for k in range(1, q.bit_length())]     # m/2 .. m/q
     if algo == "halving-doubling-shm":     # p = q: the halving adds from the partner's window
-        halves = [count // p * (p >> k) * itemsize for k in range(1, p.bit_length())]
-        return [(0, h) for h in halves[:-1]] + [(halves[-1], halves[-1])] + [(h, 0) for h in reversed(halves[:-1])]
+        *first, last = halves
+        return [(0, h) for h in first] + [(last, last)] + [(h, 0) for h in reversed(first)]
     fold, unfold = ([(m, m)], [(m, 0)]) if q < p else ([], [])
     if algo == "recursive-doubling":
         return fold + [(m, m)] * (q.bit_length() - 1) + unfold
     if algo == "halving-doubling":
-        halves = [count // q * (q >> k) * itemsize for k in range(1, q.bit_length())]
         return fold + [(h, h) for h in halves] + [(h, 0) for h in reversed(halves)] + unfold
     raise ValueError(f"no lower bound for algorithm {algo!r}")
 

@@ -37,12 +37,14 @@ from .errors import REDUCIBLE_DTYPES, check_arguments
 from .shm_window import SharedBuffer, add_and_hand_back, problem_with
 
 
+def ranks_problem(p: int):
+    """None if p ranks can run it, else why not (one line): p must be a power of two."""
+    return f"halving-doubling-shm needs a power of two ranks, got {p}; use ring-shm" if p & (p - 1) else None
+
+
 def problem(x, shared: SharedBuffer):
     """None if x can be reduced here, else why not (one line)."""
-    p = shared.comm.Get_size()
-    if p & (p - 1):
-        return f"halving-doubling-shm needs a power of two ranks, got {p}; use ring-shm"
-    return problem_with(x, shared)
+    return ranks_problem(shared.comm.Get_size()) or problem_with(x, shared)
 
 
 def allreduce(x, shared: SharedBuffer, check: bool = True):

@@ -57,3 +57,17 @@ def compare_row(name, result):
            f"{pct(result['median_abs_speedup_error'])} | {onebit} | {result['coverage']:.0%} | "
            f"-{pct(band['below'])} / +{pct(band['above'])} |")
     return flat(row).replace("|  |", "| |")
+
+
+def gives_back_every_prediction(profile, result):
+    """Assert that the stored profile (TOML, ranges at their values) predicts every row of a
+    stored compare's JSON as that compare did, to 1e-9: the prediction came from this code and
+    that profile, before the runs."""
+    import pytest
+    import dpsim
+    from course import compare, spread
+    prof = spread.values(profile)
+    for row in result["rows"]:
+        sc = compare.scenario_for(prof, row["ranks"], row["sync"], row["compress"],
+                                  batch=profile["training"]["batch_per_gpu"])
+        assert dpsim.simulate(sc).iteration_time_s == pytest.approx(row["predicted_iteration_s"], rel=1e-9)

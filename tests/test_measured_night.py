@@ -8,8 +8,8 @@ import tomllib
 import pytest
 
 import dpsim
-from course import compare, spread
-from doc_text import ROOT, compare_row, flat, passage
+from course import compare
+from doc_text import ROOT, compare_row, flat, gives_back_every_prediction, passage
 
 STORED = ROOT / "course/measured/2026-11-26-night"
 RING_PS = [json.loads((STORED / f"compare{i}.json").read_text()) for i in (1, 2, 3)]
@@ -21,11 +21,7 @@ TEXT = flat(passage("course/README.md", "### Measured again, with the code as it
 
 @pytest.mark.parametrize("result", RING_PS + [ZERO], ids=["compare1", "compare2", "compare3", "zero-powersgd"])
 def test_the_stored_profile_gives_back_every_prediction(result):
-    prof = spread.values(PROFILE)
-    for row in result["rows"]:
-        sc = compare.scenario_for(prof, row["ranks"], row["sync"], row["compress"],
-                                  batch=PROFILE["training"]["batch_per_gpu"])
-        assert dpsim.simulate(sc).iteration_time_s == pytest.approx(row["predicted_iteration_s"], rel=1e-9)
+    gives_back_every_prediction(PROFILE, result)
 
 
 def test_readme_table_is_the_stored_compares():
