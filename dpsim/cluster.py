@@ -14,6 +14,12 @@ where its PCIe root complex is), "pcisw<k>.<s>" (PCIe switches), "nic<k>.<j>" (N
                Pairs with no NVLink between them talk over the PCIe tree.
   NVSwitch     (intra kind "nvswitch") every GPU has its full NVLink bandwidth to a switch.
   The PCIe tree is there with NVLink too: it carries GPU <-> host traffic.
+  Sockets      (`sockets` > 1) the node's PCIe switches are split evenly over its CPU
+               sockets, each with its own root complex and memory: socket 0's is "host<k>",
+               socket s's "cpu<k>.<s>", joined to host<k> by `socket_link` (QPI/UPI as a GPU's
+               copies see it). GPUs on different sockets with no NVLink between them talk
+               through both root complexes and that link; a GPU's traffic to host memory stays
+               on its own socket (memory allocated near the GPU that uses it).
 
 Between nodes: each node has `nics_per_node` NICs, NIC j serving the GPUs l with
 l x NICs // GPUs = j (DGX A100: NIC j for GPU j), each with its own port, at the `inter`
@@ -30,7 +36,8 @@ their sum); a GPU reaches one through its own NIC, the switch, and the server's 
 
 Rings (`rings`): NCCL's channels. Over the whole cluster the all-reduce's bytes are split
 over several rings at once: inside one node every ring dpsim.nvlink finds over the NVLink
-graph (one ring on PCIe or NVSwitch, which one ring fills); across nodes one ring per NIC,
+graph (one ring on PCIe or NVSwitch, which one ring fills; `ring_order = "gpu"`: one ring in
+GPU order whatever the links, as NCCL 1.x built it); across nodes one ring per NIC,
 ring c entering and leaving every node by NIC c where a node ring passes two of NIC c's GPUs
 in a row (else entering by NIC c), so that every NIC carries one ring each way.
 
@@ -47,8 +54,10 @@ from .network import Channel
 class Cluster:
     def __init__(self, nodes: int, gpus_per_node: int, intra: Link, inter: Link,
                  host_link: Link, gpus_per_pcie_switch: int, nics_per_node: int = 1, gpudirect: bool = False,
-                 server_nodes: int = 0):
+                 server_nodes: int = 0, sockets: int = 1, socket_link: Link | None = None,
+                 ring_order: str = "topology"):
         self.nodes = nodes
+        self.sockets, self.socket_link, self.ring_order = sockets, socket_link, ring_order
         self.gpus_per_node = gpus_per_node
         self.intra, self.inter, self.host_link = intra, inter, host_link
         self.per_switch = min(gpus_per_pcie_switch, gpus_per_node)
@@ -74,8 +83,10 @@ class Cluster:
         pcie_to_gpu = self.intra if self.intra.kind == "pcie" else self.host_link
         for local in range(g):
             self._link(f"gpu{k * g + local}", self.switch_of(k * g + local), pcie_to_gpu)
-        for s in range((g + self.per_switch - 1) // self.per_switch):
-            self._link(f"pcisw{k}.{s}", host, self.host_link)
+        for s in range(self.switches):
+            self._link(f"pcisw{k}.{s}", self._root_of(f"pcisw{k}.{s}"), self.host_link)
+        for socket in range(1, self.sockets):
+            self._link(host, f"cpu{k}.{socket}", self.socket_link)
         if self.intra.kind == "nvlink":
             per_link = 1 / self.intra.links_per_gpu(g)
             for (a, b), count in self.nvlinks.items():
@@ -91,6 +102,18 @@ class Cluster:
                 self._link(self._nic_parent(k, j), nic, self.host_link)
                 self._link(nic, "net", self.inter)
 
+    @property
+    def switches(self) -> int:
+        """PCIe switches per node."""
+        return -(-self.gpus_per_node // self.per_switch)
+
+    def _root_of(self, switch: str) -> str:
+        """The root complex (and memory) of the socket a PCIe switch hangs off: host<k> for
+        socket 0, cpu<k>.<s> for socket s (switches split evenly over the sockets)."""
+        k, s = switch[5:].split(".")
+        socket = int(s) * self.sockets // self.switches
+        return f"host{k}" if socket == 0 else f"cpu{k}.{socket}"
+
     def _nic_parent(self, k, j):
         """What NIC j of node k hangs off: with GPUDirect the PCIe switch of the first GPU it
         serves (the smallest l with l x NICs // GPUs = j: ceil(j x GPUs / NICs)), else the host."""
@@ -105,9 +128,7 @@ class Cluster:
 
     # -- where things are
     def node_of(self, endpoint: str) -> int:
-        if endpoint.startswith("host"):
-            return int(endpoint[4:])
-        return int(endpoint[3:]) // self.gpus_per_node
+        return self.home(endpoint)
 
     def home(self, endpoint: str):
         """The node any endpoint is part of (GPU, host, PCIe switch, NIC, NVSwitch); None for "net"."""
@@ -125,10 +146,10 @@ class Cluster:
 
     def local(self, endpoint: str) -> str:
         """The endpoint's name inside its node ("gpu3" for the fourth GPU of any node, "host",
-        "pcisw.0", "nic.1"); nodes are identical, so this names the same part of every node."""
+        "pcisw.0", "nic.1", "cpu.1"); nodes are identical, so this names the same part of every node."""
         if endpoint.startswith("gpu"):
             return f"gpu{int(endpoint[3:]) % self.gpus_per_node}"
-        if endpoint.startswith(("pcisw", "nic")):
+        if endpoint.startswith(("pcisw", "nic", "cpu")):
             name, part = endpoint.split(".")
             return name.rstrip("0123456789") + "." + part
         return endpoint.rstrip("0123456789")          # host<k>, nvsw<k>; "net" is the one switch
@@ -182,7 +203,14 @@ class Cluster:
         sw_s, sw_d = self.switch_of(int(src[3:])), self.switch_of(int(dst[3:]))
         if sw_s == sw_d:
             return [src, sw_s, dst]
-        return [src, sw_s, f"host{ks}", sw_d, dst]
+        return self._to_host(src)[:-1] + self._between(self._to_host(src)[-1], self._to_host(dst)[-1]) + [sw_d, dst]
+
+    def _between(self, a: str, b: str) -> list[str]:
+        """Root complexes from a to b (inclusive) in one node: directly, or through host<k>."""
+        if a == b:
+            return [a]
+        host = f"host{self.home(a)}"
+        return [a, b] if host in (a, b) else [a, host, b]
 
     def _server_hops(self, src, dst) -> list[str]:
         """To or from a server machine: the other end's route to its NIC, the switch, the server."""
@@ -195,15 +223,17 @@ class Cluster:
         across by the GPUs' NICs, down from the other host."""
         hs, hd = self._to_host(src), self._to_host(dst)
         if self.node_of(src) == self.node_of(dst):
-            return hs + hd[::-1][1:]
+            return hs[:-1] + self._between(hs[-1], hd[-1]) + hd[::-1][1:]
         across = self._to_nic(hs[-1], self.nic_of(src)) + ["net"] + self._to_nic(hd[-1], self.nic_of(dst))[::-1]
         return hs[:-1] + across + hd[::-1][1:]
 
     def _to_host(self, endpoint) -> list[str]:
-        """Hops from an endpoint up to its node's host (inclusive)."""
-        if endpoint.startswith("host"):
+        """Hops from an endpoint up to the root complex of its socket (inclusive): host<k> for
+        socket 0 and for the host itself."""
+        if endpoint.startswith(("host", "cpu")):
             return [endpoint]
-        return [endpoint, self.switch_of(int(endpoint[3:])), f"host{self.node_of(endpoint)}"]
+        switch = self.switch_of(int(endpoint[3:]))
+        return [endpoint, switch, self._root_of(switch)]
 
     def _to_nic(self, endpoint, j) -> list[str]:
         """Hops from an endpoint to NIC j of its node (inclusive)."""
@@ -212,7 +242,9 @@ class Cluster:
         if endpoint.startswith("gpu") and self.gpudirect and self.switch_of(int(endpoint[3:])) == parent:
             return [endpoint, parent, nic]
         up = self._to_host(endpoint)
-        return up + ([parent] if parent != up[-1] else []) + [nic]
+        if parent.startswith("pcisw"):
+            return up[:-1] + self._between(up[-1], self._root_of(parent)) + [parent, nic]
+        return up[:-1] + self._between(up[-1], parent) + [nic]
 
     def latency(self, src, dst) -> float:
         return sum(ch.latency for ch in self.route(src, dst))
@@ -227,7 +259,7 @@ class Cluster:
         """Rings of local GPU numbers inside a node: dpsim.nvlink's over an NVLink graph, else
         one ring in GPU order (on PCIe it crosses the host once per switch; NVSwitch and a
         PCIe switch carry one ring at full speed)."""
-        if self.nvlinks:
+        if self.nvlinks and self.ring_order == "topology":
             found = nvlink.rings(self.nvlinks, self.gpus_per_node)
             if found:
                 return found

@@ -175,7 +175,7 @@ def notes(sc: Scenario) -> list[str]:
 def _check_resolves(sc: Scenario, given_preset: str):
     """Presets exist, inline tables are complete, the model is one or the other."""
     sc.gpu_spec()
-    for key in ("intra", "inter", "host_link"):
+    for key in ("intra", "inter", "host_link", "socket_link"):
         sc.link_spec(key)
     intra, g = sc.link_spec("intra"), sc.cluster.gpus_per_node
     if intra.kind == "nvlink":

@@ -55,7 +55,7 @@ def build_cluster(sc) -> Cluster:
     inter = transports.inter_link(sc)
     return Cluster(c.nodes, c.gpus_per_node, intra, inter, host_link, c.gpus_per_pcie_switch,
                    c.nics_per_node, transports.gpudirect(sc, derived.gpudirect(c.gpudirect, inter)),
-                   c.server_nodes)
+                   c.server_nodes, c.sockets, sc.link_spec("socket_link"), sc.sync.ring_order)
 
 
 class Engine:

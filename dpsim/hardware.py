@@ -25,7 +25,7 @@ class GPU:
 @dataclass(frozen=True)
 class Link:
     name: str
-    kind: str               # pcie | nvlink | nvswitch | ethernet | roce | infiniband
+    kind: str               # one of LINK_KINDS
     bandwidth_gbs: float    # per direction, nominal (all of a GPU's links together for NVLink)
     latency_us: float       # one way, small message, per hop
     source: str
@@ -43,7 +43,7 @@ class Link:
         return self.bandwidth_gbs * (self.efficiency or EFFICIENCY[self.kind][0])
 
 
-LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "roce", "infiniband", "efa")
+LINK_KINDS = ("pcie", "nvlink", "nvswitch", "ethernet", "roce", "infiniband", "efa", "socket")
 
 # Achievable bandwidth / nominal, per link kind: what a long transfer between two endpoints
 # reaches, measured by a primitive test (a copy, a ping-pong), never by an all-reduce.
@@ -79,6 +79,8 @@ EFFICIENCY = {
     # figures (125 Gb/s in the same thread, 80 Gb/s in NVIDIA/nccl#235) exceed what the NIC
     # carries (NCCL's maintainer, same thread) and are not a transport's rate.
     "efa": (0.60, "NCCL ring over one p3dn EFA, 2 nodes: 60 of 100 Gb/s (NVIDIA/nccl-tests#22)"),
+    # A socket link's preset is already a measured copy rate (cross-socket-pcie3 below).
+    "socket": (1.0, "the preset is a measured copy rate across the sockets"),
 }
 
 # ------------------------------------------------------------------ memory per GPU (dpsim.memory)
@@ -198,6 +200,16 @@ LINKS = {l.name: l for l in [
     Link("nvlink-bridge-h100", "nvlink", 300.0, 1.0, "H100 PCIe NVLink bridge: 600 GB/s bidirectional", links=12),
     # A800 NVSwitch: 400 GB/s bidirectional (press; DeepSeek-V3 issue 28 for the H800) -> 200 each way.
     Link("nvswitch-a800", "nvswitch", 200.0, 1.0, "A800 NVLink: 400 GB/s bidirectional (8 NVLink 3 links)", links=8),
+    # Between the two CPU sockets of a node, as a GPU's DMA into the other socket's memory sees
+    # it: a P100 on PCIe 3 copied 12.89 GB/s device-to-host into its own socket's pinned memory
+    # but 2.54 GB/s into the other socket's (3.78 host-to-device from it), CUDA bandwidthTest,
+    # 32 MB (mpicbg-scicomp/gearshifft PR #82, 2017). The link is the slower, writing, direction:
+    # a ring hop through host memory writes into the receiver's buffer, which NCCL 1.x allocates
+    # on the receiver's socket (src/core.cu: ncclCommInitAll sets the CPU affinity of each GPU
+    # before allocating its rank's buffers). Its latency (a remote memory access, tens of ns
+    # beyond a local one) is taken as 0 beside the PCIe hops' 1 us either side.
+    Link("cross-socket-pcie3", "socket", 2.54, 0.0, "P100 pinned copy to the other socket's memory: 2.54 GB/s "
+         "(bandwidthTest, gearshifft PR #82)"),
 ]}
 
 
@@ -207,14 +219,17 @@ LINKS = {l.name: l for l in [
 NODES = {
     # 8 P100 SXM2, NVLink 1 hybrid cube-mesh, 4 EDR InfiniBand NICs, PCIe 3 (NVIDIA, "NVIDIA DGX-1
     # System Architecture", WP-08437-001); 2 GPUs and 1 NIC per PCIe switch as on the V100 model.
+    # Both DGX-1s have two Xeon E5-2698 v4 sockets, GPUs 0-3 on the first and 4-7 on the second
+    # (`nvidia-smi topo -m` of a DGX-1V: CPU affinity 0-19 / 20-39; microsoft/msccl-tools
+    # tests/test_topologies.py).
     "dgx-1-p100": dict(gpus_per_node=8, gpu="p100", intra="nvlink1", host_link="pcie3", gpus_per_pcie_switch=2,
-                       nics_per_node=4, inter="ib-edr",
+                       nics_per_node=4, inter="ib-edr", sockets=2,
                        source="NVIDIA DGX-1 System Architecture whitepaper (WP-08437-001)"),
     # 8 V100 SXM2, NVLink 2 hybrid cube-mesh, 4 EDR NICs, each on a PCIe switch with 2 GPUs
     # (`nvidia-smi topo -m` of a DGX-1V: mlx5_0 PIX with GPUs 0-1, ... mlx5_3 with 6-7, as pasted
     # in microsoft/msccl-tools tests/test_topologies.py).
     "dgx-1-v100": dict(gpus_per_node=8, gpu="v100", intra="nvlink2", host_link="pcie3", gpus_per_pcie_switch=2,
-                       nics_per_node=4, inter="ib-edr",
+                       nics_per_node=4, inter="ib-edr", sockets=2,
                        source="NVIDIA DGX-1 with Tesla V100 System Architecture (WP-08437-002); nvidia-smi topo -m"),
     # 16 V100 on NVSwitch gen 1, 8 x 100 Gb/s InfiniBand/Ethernet NICs, PCIe 3 (NVIDIA DGX-2
     # datasheet); 2 GPUs per PCIe switch assumed.

@@ -24,6 +24,7 @@ PRECISIONS = ("fp32", "fp16")
 DATA_SOURCES = ("synthetic", "real")
 STAGINGS = ("direct", "host")
 UPDATE_LOCATIONS = ("gpu", "cpu")
+RING_ORDERS = ("topology", "gpu")
 
 
 def _spec(default, *, positive=False, nonneg=False, choices=None, fraction=False, pairs=False, doc=""):
@@ -77,6 +78,10 @@ class ClusterConfig:
     # has its own memory, as every GPU does. course calibrate measures it on 2 ranks.
     node_mem_bw_gbs: float = _spec(0.0, nonneg=True, doc="memory bandwidth the node's devices share "
                                    "(CPU cores); 0 = each device its own (GPUs)")
+    sockets: int = _spec(1, positive=True, doc="CPU sockets per node, the PCIe switches split evenly over them; "
+                         "GPUs on different sockets without NVLink talk across socket_link (dpsim.cluster)")
+    socket_link: str | dict = _spec("cross-socket-pcie3", doc="between two sockets' root complexes, as a GPU's copies "
+                                    "into the other socket's memory see it: link preset or table")
     # How long a runnable process may wait for a core it does not have: Linux's base time slice
     # (EEVDF scheduler, Linux 6.6 on: 0.75 ms x (1 + log2 of the CPUs, counted up to 8), so
     # 3 ms on 8 or more CPUs, 1.5 ms on 2; kernel/sched/fair.c, sysctl_sched_base_slice). An
@@ -259,6 +264,10 @@ class SyncConfig:
     torus_x: int = _spec(0, nonneg=True, doc="strategy torus2d: GPUs per horizontal ring; 0 = a node's")
     nccl_channels: int = _spec(2, positive=True, doc="NCCL channels (one CUDA block, one SM each) a "
                                "collective runs on (dpsim.contention)")
+    # NCCL 1.x made one ring of a node's GPUs in NVML index order (src/core.cu orderRanks, sortId =
+    # the NVML index); NCCL 2 searches the links for its rings (src/graph/search.cc).
+    ring_order: str = _spec("topology", choices=RING_ORDERS, doc="the rings inside a node: topology = NCCL 2's, "
+                            "over the NVLink graph (dpsim.nvlink); gpu = one ring in GPU order, as NCCL 1.x made it")
     # Compression's own settings (dpsim/strategies/powersgd.py, topk.py). Rank 1 is PyTorch's
     # PowerSGDState default (matrix_approximation_rank); Vogels et al. (NeurIPS 2019) train
     # ResNet-18 on CIFAR-10 at rank 2. 1% is a setting of ours: no source calls it the best.
