@@ -172,12 +172,22 @@ def notes(sc: Scenario) -> list[str]:
     return out
 
 
+INTRA_KINDS = ("pcie", "nvlink", "nvswitch")     # what dpsim.cluster can join a node's GPUs with
+
+
 def _check_resolves(sc: Scenario, given_preset: str):
     """Presets exist, inline tables are complete, the model is one or the other."""
     sc.gpu_spec()
     for key in ("intra", "inter", "host_link", "socket_link"):
         sc.link_spec(key)
     intra, g = sc.link_spec("intra"), sc.cluster.gpus_per_node
+    if intra.kind not in INTRA_KINDS:
+        raise ScenarioError("cluster.intra", f"a link of kind {intra.kind!r} cannot join GPUs inside a node: "
+                            f"use one of kind {', '.join(INTRA_KINDS)} (dpsim list)")
+    for key in ("inter", "host_link"):
+        if sc.link_spec(key).kind == "socket":
+            raise ScenarioError(f"cluster.{key}", "a socket link joins two CPU sockets: set it as "
+                                "cluster.socket_link, with cluster.sockets = 2")
     if intra.kind == "nvlink":
         try:
             nvlink.graph(g, intra.links_per_gpu(g))

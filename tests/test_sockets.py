@@ -73,6 +73,9 @@ def test_the_gpu_order_ring_runs_at_the_crossing_rate():
     ("sync.ring_order", "nvml", "ring_order"),
     ("cluster.socket_link", "qpi-9", "socket_link"),
     ("cluster.sockets", 0, "sockets"),
+    ("cluster.inter", "cross-socket-pcie3", "joins two CPU sockets"),
+    ("cluster.intra", "cross-socket-pcie3", "cannot join GPUs inside a node"),
+    ("cluster.intra", "100gbe", "kind 'ethernet' cannot join GPUs"),
 ])
 def test_bad_socket_keys_are_refused(key, value, says):
     section, name = key.split(".")
