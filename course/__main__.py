@@ -112,6 +112,7 @@ def names(allowed, what):
 def parser():
     """The command line: calibrate, compare and grade, each with its options."""
     from course.compare import COMPRESSIONS, SYNCS
+    from course.measurements import ROUNDS
     p = Parser(prog="python -m course")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     command = dict(formatter_class=ShowDefaults)
@@ -120,6 +121,9 @@ def parser():
     cal = sub.add_parser("calibrate", help="measure this machine, write a dpsim scenario fragment", **command)
     cal.add_argument("-o", "--output", default="profile.toml",
                      help="the profile to write (a dpsim scenario fragment); its measurements go beside it")
+    cal.add_argument("--rounds", type=at_least(2, 200), default=ROUNDS,
+                     help="rounds of the probes: each figure's range is over them, and dpsim's band takes them "
+                          "as samples (19: a 90%% prediction interval where runs are like rounds, dpsim/bands.py)")
     cal.add_argument("--accept-noisy", action="store_true",
                      help="write the profile even where figures' rounds disagree (a busy machine): "
                           "otherwise calibrate ends with exit code 3 and writes nothing")
@@ -203,7 +207,8 @@ def noisy_exit(error):
 def calibrate(args):
     from course import calibrate as calibration, spread
     try:
-        prof, m = calibration.calibrate(args.output, **net_of(args), progress=say, accept_noisy=args.accept_noisy)
+        prof, m = calibration.calibrate(args.output, **net_of(args), progress=say, accept_noisy=args.accept_noisy,
+                                        rounds=args.rounds)
     except spread.Noisy as error:
         return noisy_exit(error)
     print(calibration.summary(prof, m))

@@ -362,7 +362,7 @@ def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
     if found and not accept_noisy:
         raise spread.Noisy(spread.verdict(found, m.get("machine_load")))
     m["spread"] = spreads
-    banded = spread.with_ranges(prof, spreads)
+    banded = spread.with_ranges(prof, spreads, spread.samples(m, spreads, profile_dict))
     write_pair(out, header(m, found) + to_toml(banded), json.dumps(m, indent=1))
     return banded, m
 
@@ -371,7 +371,7 @@ def header(m, found):
     """The profile's comment lines: who wrote it, how busy the machine was, what was accepted."""
     lines = ["written by python -m course calibrate; see course/calibrate.py",
              "{value, low, high}: the fit from all rounds and the 10-90% range of each round's own fit "
-             "(course/spread.py)"]
+             "(course/spread.py); [[samples]]: each round's own fit, which dpsim's band takes together"]
     busy = spread.load_text(m.get("machine_load"))
     if busy:
         lines.append(busy)

@@ -179,8 +179,8 @@ def row_key(row):
 
 
 def predicted_bands(prof, configs, predicted, batch):
-    """({configuration: {quantity: {low, high}}}, how they were found) from the profile's ranges
-    ({value, low, high}: calibrate's spread) by dpsim.bands; ({}, None) for a profile without."""
+    """({configuration: {quantity: {low, high}}}, how they were found) from the profile's
+    samples (calibrate's rounds) or ranges by dpsim.bands; ({}, None) for a profile without."""
     from dpsim import bands, simulate
     ranged = bands.split(prof)
     if not ranged.ranges:

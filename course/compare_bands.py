@@ -1,8 +1,10 @@
 """compare's rows against the predicted band: does the measurement fall in it?
 
-The profile's ranges (calibrate's 10-90% range of each figure, course/spread.py) go through
-dpsim as a band on each configuration's iteration time and speed-up (dpsim/bands.py;
-course/compare.py: predicted_bands). Each row then says
+The profile's rounds (calibrate's [[samples]], each round's own fit of every figure,
+course/spread.py) go through dpsim as a band on each configuration's iteration time and
+speed-up: the least and most of the rounds' predictions (dpsim/bands.py; course/compare.py:
+predicted_bands). A profile with ranges but no samples gets the band of its ranges' box. Each
+row then says
 
     in band   the measured median falls between the band's low and high
     overlap   the band meets the runs' own range (the fastest to the slowest run)
@@ -64,6 +66,6 @@ def table(result, name_of):
                  f"measured medians in the predicted band) beside median |error| "
                  f"{100 * result['median_abs_error']:.1f}%; the widest band reaches {100 * wide['below']:.0f}% below "
                  f"and {100 * wide['above']:.0f}% above its prediction")
-    lines.append(f"  band: the profile's ranges (calibrate's 10-90% per figure) through dpsim, "
-                 f"{result['band_method']}; overlap: the band meets the runs' slowest-to-fastest range")
+    lines.append(f"  band: {result['band_method']} (dpsim/bands.py); overlap: the band meets the runs' "
+                 f"slowest-to-fastest range")
     return lines + ([f"  {busy}"] if busy else [])

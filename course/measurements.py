@@ -41,7 +41,11 @@ BATCHES = (16, 32, 64, 128)
 # at least 2**20 values, so that the codec's cost per byte stands above the noise of its
 # messages (a small model's gradient is too short to show a cost per byte).
 CODEC_MIN_VALUES = 1 << 20
-ROUNDS = 5                 # of probes on 1, 2 and 4 ranks; each figure is the median of the rounds
+# Rounds of probes on 1, 2 and 4 ranks; each figure is the median of the rounds, and its range
+# is over them. 19: a run like one more round falls outside the range of the rounds' own
+# predictions with probability 2/20, so dpsim's band from them is a 90% prediction interval
+# (dpsim/bands.py, samples).
+ROUNDS = 19
 STALLED = 1.5              # a round's ring loop this many times the rounds' median: probed once more
 LOWRANK = SETTINGS["powersgd"][0][2]   # PowerSGD's rank as course compare runs it, for its products
 

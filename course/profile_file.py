@@ -3,9 +3,12 @@ written as a pair (course.calibrate writes them; course.repredict and tests read
 import json
 from pathlib import Path
 
+from dpsim.bands import dotted
+
 
 def to_toml(d, prefix=""):
-    """A flat-enough dict as TOML: top-level strings, then one table per section."""
+    """A flat-enough dict as TOML: top-level strings, then one table per section, then each
+    list of tables (the profile's samples) as [[name]] tables of dotted keys."""
     def value(v):
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -16,10 +19,17 @@ def to_toml(d, prefix=""):
         if isinstance(v, list):
             return "[" + ", ".join(value(x) for x in v) + "]"
         return repr(v)
-    lines = [f"{k} = {value(v)}" for k, v in d.items() if not isinstance(v, dict)]
+
+    def tables(v):
+        return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+    lines = [f"{k} = {value(v)}" for k, v in d.items() if not isinstance(v, dict) and not tables(v)]
     for section, table in d.items():
         if isinstance(table, dict):
             lines += ["", f"[{section}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+    for name, items in d.items():
+        if tables(items):
+            for item in items:
+                lines += ["", f"[[{name}]]"] + [f"{k} = {value(v)}" for k, v in dotted(item).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -32,7 +32,8 @@ def profile_of(m, ranges=False):
     if not ranges:
         return spread.values(prof)
     allowed = spread.dpsim_allows(compare.scenario_for(prof, 2, "ring", "none"))
-    return spread.with_ranges(prof, spread.figure_spreads(m, prof, calibrate.profile_dict, allowed))
+    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict, allowed)
+    return spread.with_ranges(prof, spreads, spread.samples(m, spreads, calibrate.profile_dict))
 
 
 def coverage(ranged, result, batch):

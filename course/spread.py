@@ -74,7 +74,7 @@ def figure_spreads(m, prof, fit, allowed=None) -> dict:
     that hit a floor of 0 where the key must be above it) is left out of the range."""
     if rounds_of(m) < 2:
         return {}
-    per_round = [fitted for r in range(rounds_of(m)) if (fitted := _fit_round(fit, m, r)) is not None]
+    per_round = round_fits(m, fit)
     out = {}
     for key, value in numbers(prof).items():
         seen = [p[key] for p in per_round if key in p and math.isfinite(p[key])
@@ -86,6 +86,23 @@ def figure_spreads(m, prof, fit, allowed=None) -> dict:
         # (5637.364 us) must not fall outside its own range
         out[key] = {"value": value, "low": min(_round(p10), value), "high": max(_round(p90), value),
                     "median": float(np.median(seen)), "rounds": seen}
+    return out
+
+
+def round_fits(m, fit) -> list:
+    """The numbers of each round's own profile, fit(round_sidecar) (rounds dpsim refuses left out)."""
+    return [fitted for r in range(rounds_of(m)) if (fitted := _fit_round(fit, m, r)) is not None]
+
+
+def samples(m, spreads, fit) -> list:
+    """Each round's own fit of the spread figures, one {dotted key: value} per round: the joint
+    points dpsim's band takes together (dpsim/bands.py, [[samples]]). A figure a round's fit
+    does not give, or gives where its range leaves it out, stays at its value in that round."""
+    out = []
+    for fitted in round_fits(m, fit):
+        point = {k: fitted[k] for k, s in spreads.items() if k in fitted and fitted[k] in s["rounds"]}
+        if point:
+            out.append(point)
     return out
 
 
@@ -135,9 +152,12 @@ def span(s):
     return high / low if low > 0 else (math.inf if high > 0 else 1.0)
 
 
-def with_ranges(prof, spreads) -> dict:
-    """A copy of the profile with every spread figure written {value, low, high}."""
+def with_ranges(prof, spreads, joint=()) -> dict:
+    """A copy of the profile with every spread figure written {value, low, high}, and the
+    rounds' joint points (`samples`) as its [[samples]] tables where given."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in prof.items()}
+    if joint:
+        out["samples"] = [nested(point) for point in joint]
     for key, s in spreads.items():
         *path, last = key.split(".")
         table = out
@@ -145,6 +165,18 @@ def with_ranges(prof, spreads) -> dict:
             table[part] = dict(table[part])
             table = table[part]
         table[last] = {"value": s["value"], "low": s["low"], "high": s["high"]}
+    return out
+
+
+def nested(point) -> dict:
+    """{dotted key: value} as nested tables, as TOML's dotted keys read back."""
+    out = {}
+    for key, v in point.items():
+        *path, last = key.split(".")
+        table = out
+        for part in path:
+            table = table.setdefault(part, {})
+        table[last] = v
     return out
 
 

@@ -14,7 +14,26 @@ reads a scenario reads it as before, and the ranges are kept beside it (`Ranged`
 each result, its band: the least and the most of the iteration time, throughput and
 speed-up over the points evaluated, the nominal run included.
 
+A scenario may also carry the joint points its ranges were measured at, one table per
+measurement (course calibrate writes one per round, each round's own fit of every figure):
+
+    [[samples]]
+    cluster.timeslice_us = 5230.0
+    compute.jitter = 0.031
+
+Every key of a sample must be a ranged key; the keys a sample leaves out stay at their values.
+
 Which points, and why:
+  samples given                   each sample, its keys together (n runs): the figures of one
+                                  measurement moved together, so their ends are not put
+                                  together where no measurement put them. Where the samples
+                                  and a new run are exchangeable (drawn alike from the same
+                                  machine), the new run's time falls outside the range of the
+                                  n samples' with probability 2/(n+1): n = 19 makes the band a
+                                  distribution-free 90% prediction interval (Wilks, Ann. Math.
+                                  Statist. 12(1), 1941). A compare's run is only like one
+                                  more round where the machine has not drifted since, and the
+                                  band carries none of the model's own error.
   few ranged keys (at most FEW)   every corner: each key at its low or its high end, 2^k runs
   more                            each key alone at either end (2k runs), which shows which
                                   end of each key is the slow one; then the two corners of
@@ -74,9 +93,11 @@ def checked_range(key: str, r: dict) -> tuple:
 @dataclass(frozen=True)
 class Ranged:
     """A scenario's dict with its ranges apart: `data` holds every ranged key at its value,
-    `ranges` {dotted key: (low, value, high)}, e.g. {"cluster.intra.bandwidth_gbs": (11, 12.5, 13)}."""
+    `ranges` {dotted key: (low, value, high)}, e.g. {"cluster.intra.bandwidth_gbs": (11, 12.5, 13)},
+    `samples` the joint points measured, each {dotted key: value} of ranged keys."""
     data: dict
     ranges: dict
+    samples: tuple = ()
 
     def at(self, point: dict) -> dict:
         """A copy of data with the dotted keys of `point` set to its values."""
@@ -94,8 +115,36 @@ class Ranged:
         return {k: {"value": v, "low": lo, "high": hi} for k, (lo, v, hi) in self.ranges.items()}
 
 
+def dotted(table: dict, prefix="") -> dict:
+    """{dotted key: value} of a nested table's leaves."""
+    out = {}
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out.update(dotted(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def checked_samples(samples, ranges) -> tuple:
+    """The [[samples]] tables as ({dotted key: value}, ...), or ScenarioError naming the sample."""
+    if not isinstance(samples, list) or not all(isinstance(t, dict) for t in samples):
+        raise ScenarioError("samples", f"expected a list of tables ([[samples]]), got {samples!r}")
+    out = []
+    for i, table in enumerate(samples):
+        point = dotted(table)
+        for key, v in point.items():
+            if key not in ranges:
+                raise ScenarioError(f"samples[{i}].{key}", "a sample may set only ranged keys ({value, low, high}); "
+                                    f"ranged here: {', '.join(ranges) or 'none'}")
+            if not _number(v) or not math.isfinite(v):
+                raise ScenarioError(f"samples[{i}].{key}", f"expected a finite number, got {v!r}")
+        out.append(point)
+    return tuple(out)
+
+
 def split(data: dict) -> Ranged:
-    """Take every range out of a scenario dict (any depth), checking each."""
+    """Take every range (any depth) and the samples out of a scenario dict, checking each."""
     ranges = {}
 
     def walk(table, prefix):
@@ -110,7 +159,10 @@ def split(data: dict) -> Ranged:
             else:
                 out[k] = v
         return out
-    return Ranged(walk(data, "") if isinstance(data, dict) else data, ranges)
+    if not isinstance(data, dict):
+        return Ranged(data, ranges)
+    rest = walk({k: v for k, v in data.items() if k != "samples"}, "")
+    return Ranged(rest, ranges, checked_samples(data["samples"], ranges) if "samples" in data else ())
 
 
 def check_ends(ranged: Ranged, build):
@@ -124,6 +176,11 @@ def check_ends(ranged: Ranged, build):
             except ScenarioError as e:
                 why = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
                 raise ScenarioError(key, f"the range's {name} end {end:g} is not allowed: {why}") from None
+    for i, point in enumerate(ranged.samples):
+        try:
+            build(ranged.at(point))
+        except ScenarioError as e:
+            raise ScenarioError(f"samples[{i}]", f"not allowed: {e}") from None
 
 
 # ------------------------------------------------------------------ propagation
@@ -152,7 +209,10 @@ def propagate(ranged: Ranged, evaluate, nominal: list) -> dict:
     `nominal`: that list at the values. Returns {"bands": [{quantity: {low, high}} per row],
     "method", "points"} (see the module docstring for which points and why)."""
     r = ranged.ranges
-    if len(r) <= FEW:
+    if ranged.samples:
+        outcomes = [evaluate(ranged.at(p)) for p in ranged.samples]
+        method = f"the {len(outcomes)} measured samples, each with its keys together"
+    elif len(r) <= FEW:
         outcomes, method = [evaluate(ranged.at(p)) for p in corners(r)], "corners"
     else:
         ends = {k: (lo, hi) for k, (lo, _, hi) in r.items()}

@@ -202,7 +202,8 @@ def sweep_band(ranged, counts, varied, rows, jobs):
     kept = {k: r for k, r in ranged.ranges.items() if not any(k == v or k.startswith(f"{v}.") for v in varied)}
     if not kept:
         return None, None
-    ranged = bands.Ranged(ranged.data, kept)
+    ranged = bands.Ranged(ranged.data, kept, tuple(p for s in ranged.samples if (p := {k: v for k, v in s.items()
+                                                                                     if k in kept})))
     evaluate = lambda d: [r for _, r in sweep_grid(config.load_scenario(d), counts, varied, jobs=jobs)]
     return ranged, bands.propagate(ranged, evaluate, [r for _, r in rows])
 

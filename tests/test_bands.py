@@ -125,3 +125,67 @@ def test_run_and_sweep_print_a_band_that_holds_the_value():
                for r in rows)
     code, text, _ = run_dpsim("sweep", "d2l-ps-vs-ring", "--gpus", "1,2", "--set", eff)
     assert code == 0 and "band over 1 ranged keys (compute.efficiency)" in text
+
+
+# ------------------------------------------------------------------ samples: joint points taken together
+
+def ring_with_samples(points):
+    n, m = 8, 1e6                   # latency and bandwidth terms of the same order
+    d = star(n, 12.5, 3.0, params=int(m / 4))
+    d["cluster"]["intra"] = {"bandwidth_gbs": {"value": 12.5, "low": 8.0, "high": 16.0},
+                             "latency_us": {"value": 3.0, "low": 1.0, "high": 10.0}}
+    d["samples"] = [{"cluster": {"intra": p}} for p in points]
+    return n, m, d
+
+
+def test_samples_band_is_the_closed_form_at_the_slowest_and_fastest_sample():
+    """Samples replace the box: the band is the least and most over the samples (and the value),
+    never the corner no sample reached (8 GB/s with 10 us here)."""
+    points = [{"bandwidth_gbs": 8.0, "latency_us": 1.0}, {"bandwidth_gbs": 16.0, "latency_us": 10.0},
+              {"bandwidth_gbs": 11.0}]
+    n, m, d = ring_with_samples(points)
+    ranged = bands.split(d)
+    assert ranged.samples == ({"cluster.intra.bandwidth_gbs": 8.0, "cluster.intra.latency_us": 1.0},
+                              {"cluster.intra.bandwidth_gbs": 16.0, "cluster.intra.latency_us": 10.0},
+                              {"cluster.intra.bandwidth_gbs": 11.0})
+    band = bands.propagate(ranged, sync_alone, sync_alone(ranged.data))
+    it = band["bands"][0]["iteration_time_s"]
+    assert band["points"] == 3 and "3 measured samples" in band["method"]
+    ring = lambda latency_us, gbs: analytic.ring(n, m, 2 * latency_us * 1e-6, 1 / (gbs * 1e9), V100_GAMMA)
+    times = [ring(1.0, 8.0), ring(10.0, 16.0), ring(3.0, 11.0), ring(3.0, 12.5)]   # the last: the value
+    assert it["low"] == pytest.approx(min(times), rel=0.01) and it["high"] == pytest.approx(max(times), rel=0.01)
+    corner = ring(10.0, 8.0)
+    assert it["high"] < 0.8 * corner
+
+
+@pytest.mark.parametrize("points, says", [
+    ([{"compute": {"jitter": 0.1}}], "samples[0].compute.jitter: a sample may set only ranged keys"),
+    ([{"cluster": {"intra": {"latency_us": float("nan")}}}], "samples[0].cluster.intra.latency_us: expected a finite"),
+    ([{}, {"cluster": {"intra": {"bandwidth_gbs": -1.0}}}], "samples[1]: not allowed"),
+])
+def test_a_bad_sample_is_one_line_and_exit_2(tmp_path, points, says):
+    _, _, d = ring_with_samples([])
+    d["samples"] = points
+    path = tmp_path / "s.toml"
+    from course.profile_file import to_toml
+    path.write_text(to_toml(d))
+    code, out, err = run_dpsim("run", str(path))
+    assert code == 2 and out == "" and err.count("\n") == 1 and says in err, err
+
+
+def test_calibrate_writes_each_round_as_a_sample_that_dpsim_reads_back():
+    """The stored night calibration: the profile as calibrate writes it today, through TOML,
+    gives dpsim one sample per round, each the round's own fit of every spread figure."""
+    import tomllib
+    from pathlib import Path
+    from course import calibrate, profile_file, spread
+    m = json.loads((Path(__file__).parent.parent / "course/measured/2026-11-26-night/profile.measured.json").read_text())
+    prof = calibrate.profile_dict(m)
+    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict)
+    written = profile_file.to_toml(spread.with_ranges(prof, spreads, spread.samples(m, spreads, calibrate.profile_dict)))
+    ranged = bands.split(tomllib.loads(written))
+    assert len(ranged.samples) == spread.rounds_of(m) == 5
+    for r, point in enumerate(ranged.samples):
+        own = spread.numbers(calibrate.profile_dict(spread.round_sidecar(m, r)))
+        assert point == {k: own[k] for k in spreads}
+    assert set(ranged.ranges) == set(spreads)

@@ -30,7 +30,7 @@ def run_course(*args, cwd, timeout=120):
 def profile(tmp_path_factory):
     """A real calibration of a small MLP (the model the compare test runs)."""
     out = tmp_path_factory.mktemp("cal") / "profile.toml"
-    done = run_course("calibrate", "-o", str(out), "--width", "64", "--depth", "1", "--batch", "16",
+    done = run_course("calibrate", "-o", str(out), "--width", "64", "--depth", "1", "--batch", "16", "--rounds", "5",
                       "--accept-noisy", cwd=out.parent)           # a busy test machine still gives a profile
     assert done.returncode == 0, done.stderr
     assert "e_max" in done.stdout and "kernel_launch_us" in done.stdout
@@ -64,7 +64,9 @@ def test_calibrate_writes_a_fragment_dpsim_accepts(profile):
     res = dpsim.simulate(data)
     assert res.iteration_time_s > 0 and res.gpus == 4
     side = json.loads(calibrate.sidecar(profile).read_text())
-    assert set(side["probes"]) == {"1", "2", "4"} and all(len(v) == calibrate.ROUNDS for v in side["probes"].values())
+    assert set(side["probes"]) == {"1", "2", "4"} and all(len(v) == 5 for v in side["probes"].values())   # --rounds 5
+    samples = tomllib.loads(profile.read_text())["samples"]
+    assert 0 < len(samples) <= 5 and len(dpsim.bands.split(tomllib.loads(profile.read_text())).samples) == len(samples)
     for two in side["probes"]["2"]:                              # the codec is timed every round
         assert len(two["onebit_s"]) == 2 and two["onebit_s"][0] > two["codec_s"][0] > 0
         assert list(two["blocks"]) == ["ring", "1bit"]          # and in the loop's rhythm

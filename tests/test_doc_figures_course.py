@@ -53,7 +53,7 @@ MPI_README = flat((ROOT / "mpi_impl" / "README.md").read_text())
 
 def test_teaching_figures():
     from importlib.metadata import version
-    says(TEACHING, f"06 | 30 s (it measures: a calibration, {lecture6_training_runs()} training runs)",
+    says(TEACHING, f"06 | 75 s (it measures: a calibration, {lecture6_training_runs()} training runs)",
          f"pip download mpich=={version('mpich')}", f"`mpi4py=={version('mpi4py')}`",
          "mpiexec -n 2 python -m mpi_impl.bench --algo ring --sizes 1M", "time a ring all-reduce of 1 MiB")
 
@@ -71,7 +71,7 @@ def test_course_readme_defaults_and_thresholds():
     says(COURSE, f"(default: MLP, width {a.width}, depth {a.depth}, batch {a.batch} per rank)",
          f"`--samples` (per epoch, default {a.samples})", f"`--epochs` (default {a.epochs}, the first not counted)",
          f"`--repeats` (runs of each configuration, default {a.repeats})", f"off by more than {THRESHOLD:.0%}",
-         f"spread more than {SPREAD_WARNING:.0%} gets a WARNING", f"The probes run {WORDS[ROUNDS].lower()} rounds",
+         f"spread more than {SPREAD_WARNING:.0%} gets a WARNING", f"The probes run {ROUNDS} rounds (`course.measurements.ROUNDS`, `--rounds`)",
          f"| FLOP/s of a {n}x{n} matmul |", f"at batch {', '.join(map(str, BATCHES))}, timed inside",
          f"{default(step_times, 'reps')} steps each", f"= {UPDATE_BYTES_PER_PARAM} bytes x params / t",
          f"ping-pong between 2 ranks, {SIZES[0]} B .. {SIZES[-1] >> 20} MiB", f"a {default(copy_gbs, 'mb')} MB copy")
