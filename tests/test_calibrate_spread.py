@@ -111,9 +111,7 @@ def test_a_busy_first_measurement_quiet_second_writes_the_quiet_one(recorded, tm
 # ------------------------------------------------------------------ a real calibrate, one core taken
 
 BURN = "import time\nend = time.time() + 20\nwhile time.time() < end:\n    pass\n"
-CALIBRATE = ("import functools, sys\nfrom course import __main__ as cli, calibrate, measurements\n"
-             "calibrate.measure = functools.partial(measurements.measure, rounds=3)\n"
-             "sys.exit(cli.main(sys.argv[1:]))\n")
+CALIBRATE = "import sys\nfrom course import __main__ as cli\nsys.exit(cli.main(sys.argv[1:]))\n"
 
 
 def test_calibrate_under_a_cpu_burner_stops_or_writes_ordered_finite_bands(tmp_path):
@@ -124,7 +122,7 @@ def test_calibrate_under_a_cpu_burner_stops_or_writes_ordered_finite_bands(tmp_p
     out = tmp_path / "p.toml"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     run = subprocess.Popen([sys.executable, "-c", CALIBRATE, "calibrate", "-o", str(out), "--width", "64",
-                            "--depth", "1", "--batch", "16"], cwd=tmp_path, env=env, text=True,
+                            "--depth", "1", "--batch", "16", "--rounds", "3"], cwd=tmp_path, env=env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(3)
     burner = subprocess.Popen([sys.executable, "-c", BURN])
