@@ -126,13 +126,16 @@ def dotted(table: dict, prefix="") -> dict:
     return out
 
 
-def checked_samples(samples, ranges) -> tuple:
-    """The [[samples]] tables as ({dotted key: value}, ...), or ScenarioError naming the sample."""
+def checked_samples(samples, ranges, given=()) -> tuple:
+    """The [[samples]] tables as ({dotted key: value}, ...), or ScenarioError naming the sample.
+    A key the scenario gives a plain value (`given`: an override, --set, a preset in place of the
+    table above it) keeps that value: it leaves every sample."""
     if not isinstance(samples, list) or not all(isinstance(t, dict) for t in samples):
         raise ScenarioError("samples", f"expected a list of tables ([[samples]]), got {samples!r}")
+    plain = lambda key: any(key == g or key.startswith(f"{g}.") for g in given)
     out = []
     for i, table in enumerate(samples):
-        point = dotted(table)
+        point = {k: v for k, v in dotted(table).items() if k in ranges or not plain(k)}
         for key, v in point.items():
             if key not in ranges:
                 raise ScenarioError(f"samples[{i}].{key}", "a sample may set only ranged keys ({value, low, high}); "
@@ -162,7 +165,10 @@ def split(data: dict) -> Ranged:
     if not isinstance(data, dict):
         return Ranged(data, ranges)
     rest = walk({k: v for k, v in data.items() if k != "samples"}, "")
-    return Ranged(rest, ranges, checked_samples(data["samples"], ranges) if "samples" in data else ())
+    if "samples" not in data:
+        return Ranged(rest, ranges)
+    given = [k for k in dotted(rest) if k not in ranges]
+    return Ranged(rest, ranges, checked_samples(data["samples"], ranges, given))
 
 
 def check_ends(ranged: Ranged, build):

@@ -189,3 +189,18 @@ def test_calibrate_writes_each_round_as_a_sample_that_dpsim_reads_back():
         own = spread.numbers(calibrate.profile_dict(spread.round_sidecar(m, r)))
         assert point == {k: own[k] for k in spreads}
     assert set(ranged.ranges) == set(spreads)
+
+
+def test_a_key_set_to_a_plain_value_leaves_the_samples():
+    """--set (or a preset in place of the table above) gives a calibrated figure a plain value:
+    that value holds in every sample, and the band moves only with the other keys."""
+    points = [{"bandwidth_gbs": 8.0, "latency_us": 1.0}, {"bandwidth_gbs": 16.0, "latency_us": 10.0}]
+    n, m, d = ring_with_samples(points)
+    d["cluster"]["intra"]["latency_us"] = 3.0                     # as --set cluster.intra.latency_us=3 leaves it
+    ranged = bands.split(d)
+    assert ranged.samples == ({"cluster.intra.bandwidth_gbs": 8.0}, {"cluster.intra.bandwidth_gbs": 16.0})
+    it = bands.propagate(ranged, sync_alone, sync_alone(ranged.data))["bands"][0]["iteration_time_s"]
+    ring = lambda gbs: analytic.ring(n, m, 2 * 3e-6, 1 / (gbs * 1e9), V100_GAMMA)
+    assert it["low"] == pytest.approx(ring(16.0), rel=0.01) and it["high"] == pytest.approx(ring(8.0), rel=0.01)
+    d["cluster"]["intra"] = "pcie3"                                # a preset in place of the whole table
+    assert bands.split(d).samples == ({}, {})                      # each sample at the scenario's values
