@@ -38,7 +38,7 @@ Which points, and why:
   more                            each key alone at either end (2k runs), which shows which
                                   end of each key is the slow one; then the two corners of
                                   every key at its slow end and every key at its fast end; and
-                                  SAMPLES points drawn uniformly from the box (seed SEED, the
+                                  DRAWS points drawn uniformly from the box (seed SEED, the
                                   same on every run) as a check on that reading
 The bounds are exact where the iteration time is monotone in each key, one direction for the
 whole box: more bandwidth, FLOP/s or efficiency is never slower, more latency or per-message
@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from .errors import ScenarioError
 
 RANGE_KEYS = ("value", "low", "high")
-FEW = 3                  # at most 2^3 = 8 corners; more keys take 2k + 2 + SAMPLES runs instead
-SAMPLES = 8
+FEW = 3                  # at most 2^3 = 8 corners; more keys take 2k + 2 + DRAWS runs instead
+DRAWS = 8
 SEED = 0
 QUANTITIES = ("iteration_time_s", "throughput_samples_per_s", "speedup")
 EXAMPLE = "{value = 12.5, low = 11, high = 13}"
@@ -204,7 +204,7 @@ def corners(ranges: dict) -> list:
     return [dict(zip(keys, ends)) for ends in itertools.product(*((ranges[k][0], ranges[k][2]) for k in keys))]
 
 
-def samples(ranges: dict, n=SAMPLES, seed=SEED) -> list:
+def draws(ranges: dict, n=DRAWS, seed=SEED) -> list:
     rng = random.Random(seed)
     return [{k: _draw(rng, *r) for k, r in ranges.items()} for _ in range(n)]
 
@@ -227,8 +227,8 @@ def propagate(ranged: Ranged, evaluate, nominal: list) -> dict:
         slow = {k: lo if total[(k, lo)] >= total[(k, hi)] else hi for k, (lo, hi) in ends.items()}
         fast = {k: hi if slow[k] == lo else lo for k, (lo, hi) in ends.items()}
         outcomes = [*alone.values(), evaluate(ranged.at(slow)), evaluate(ranged.at(fast)),
-                    *(evaluate(ranged.at(p)) for p in samples(r))]
-        method = "each key at either end, the slowest and fastest corners, and seeded samples"
+                    *(evaluate(ranged.at(p)) for p in draws(r))]
+        method = "each key at either end, the slowest and fastest corners, and seeded draws from the box"
     bands = []
     for i, mid in enumerate(nominal):
         seen = [mid] + [out[i] for out in outcomes]
