@@ -8,7 +8,11 @@ the parts of an iteration, dpsim.vocabulary.BREAKDOWN (their meanings: vocabular
 as far as one rank can tell them
   data_wait       the training loop blocked waiting for the next batch
   compute         forward + loss + backward
-  exposed_comm    the loop blocked on gradient synchronisation after backward, less ...
+  exposed_comm    the loop blocked on communication: the gradient sync after backward
+                  (less the two parts below), ZeRO-1/2's all-gather of the parameters
+                  inside the update, ZeRO-3's gathers and reduce-scatters inside forward
+                  and backward (count(..., inside=...) takes them out of the span around
+                  them), less ...
   compression     ... the encode/decode time inside that wait (vocabulary.split_sync_wait,
                   applied step by step in mpi_impl/sgd.py's GradientAverager.finish)
   update          the optimizer step
@@ -79,11 +83,17 @@ class Timeline:
             if self.keep_spans:
                 self.spans.append((name, start - self.zero, end - start, track, args))
 
-    def count(self, phase, seconds):
-        """Add to a total (one of PHASES) without a span of its own."""
+    def count(self, phase, seconds, inside=None):
+        """Add to a total (one of PHASES) without a span of its own. `inside`: the phase of a
+        span around this time (the update span around ZeRO's all-gather of the parameters),
+        which would count it too: it is taken out of that phase, so that no second is counted
+        twice."""
         _check(phase)
+        _check(inside)
         with self._lock:
             self.totals[phase] += seconds
+            if inside:
+                self.totals[inside] -= seconds
 
     @contextmanager
     def span(self, name, phase=None, track=0, **args):

@@ -110,6 +110,7 @@ class Zero:
         self.runner = (LayerByLayer(self) if stage == 3 else
                        CommThread(self) if overlap else AfterBackward(self))
         self.bytes_sent, self.codec_s, self.started = 0, 0.0, 0
+        self.computing = False           # between begin() and finish(): forward + backward
 
     @property
     def mode(self):
@@ -128,7 +129,7 @@ class Zero:
         before = self.wire.bytes_sent
         all_gather(self.param_shard[a:b], self.wire, whole)
         self.bytes_sent += self.wire.bytes_sent - before
-        self._record(f"all-gather unit {u} ({purpose})", start, work="communication")
+        self._blocked(start, self._record(f"all-gather unit {u} ({purpose})", start, work="communication"))
         return whole
 
     def _bind_unit(self, u, params=False, grads=False):
@@ -164,6 +165,7 @@ class Zero:
     # ------------------------------------------------------------------ the averager's calls
     def begin(self, compressed=False):
         self.started = 0
+        self.computing = True
         self.runner.begin()
 
     def ready(self, lo):
@@ -177,6 +179,7 @@ class Zero:
 
     def finish(self):
         """Reduce-scatter what backward has not yet started; returns the seconds waited."""
+        self.computing = False
         start = time.perf_counter()
         self._start_from(0)
         self.runner.wait()
@@ -200,8 +203,8 @@ class Zero:
         if self.stage >= 2:
             self._bind_unit(u, grads=None)
             self.unit_grads[u] = None
-        self._record(f"reduce-scatter unit {u}", start, work="communication",
-                     track=self.runner.track, elements=hi - lo)
+        self._blocked(start, self._record(f"reduce-scatter unit {u}", start, work="communication",
+                                          track=self.runner.track, elements=hi - lo))
 
     def _gradient_shard(self, u):
         """My chunk of unit u's mean gradient: in the whole gradient (stage 1), or in the shard."""
@@ -236,8 +239,8 @@ class Zero:
                        self.net.params[lo:hi])
         self.bytes_sent += self.wire.bytes_sent - before
         end = self._record("all-gather parameters", start, work="communication")
-        if self.timeline is not None:
-            self.timeline.count("exposed_comm", end - start)
+        if self.timeline is not None:        # the loop's update span holds it: the wait is exposed_comm
+            self.timeline.count("exposed_comm", end - start, inside="update")
 
     # ------------------------------------------------------------------ around the loop
     @contextlib.contextmanager
@@ -264,6 +267,12 @@ class Zero:
         """Bytes of the arrays this rank holds for parameters, gradients and optimizer state:
         the distinct buffers the layers' views point into, and the shards."""
         return held_memory(self.net, [self.param_shard], [self.grad_shard], [self.velocity])
+
+    def _blocked(self, start, end):
+        """Stage 3's gathers and reduce-scatters inside forward + backward block the loop (no
+        thread of their own): exposed_comm, taken out of the compute span around them."""
+        if self.timeline is not None and self.stage == 3 and self.computing:
+            self.timeline.count("exposed_comm", end - start, inside="compute")
 
     def _record(self, name, start, work=None, track=0, **args):
         end = time.perf_counter()

@@ -170,3 +170,31 @@ def test_a_rank_s_breakdown_adds_up_and_takes_the_straggler_out_of_its_wait():
     mean = (parts[0]["straggler_wait"] + parts[1]["straggler_wait"]) / 2
     assert mean == pytest.approx((0.0015 + 0.0005))
     assert work[0] == {"load": 0.5, "communication": 0.0, "codec": 0.0}
+
+
+def test_a_count_inside_a_span_moves_its_seconds_out_of_the_span_s_phase():
+    """ZeRO's all-gather of the parameters runs inside the loop's update span: counted as
+    exposed_comm with inside="update", it leaves update, and the parts still add up to the span."""
+    tl = Timeline(rank=0)
+    with tl.span("sgd step", phase="update") as step:
+        tl.count("exposed_comm", 0.004, inside="update")
+    totals = tl.take_totals()
+    assert totals["exposed_comm"] == 0.004
+    assert totals["update"] == pytest.approx(step.seconds - 0.004)
+    assert totals["update"] + totals["exposed_comm"] == pytest.approx(step.seconds)
+
+
+@pytest.mark.parametrize("sync", ["zero1", "zero2", "zero3", "ring"])
+def test_no_part_of_a_training_step_is_counted_twice(sync, tmp_path):
+    """The parts of mpi_impl.train's iteration are disjoint times of the loop: what is left,
+    `other`, cannot be negative (ZeRO-1 and 2 once counted their all-gather twice, in update
+    and in exposed_comm). ZeRO-3's gathers and reduce-scatters block forward and backward:
+    exposed communication, as dpsim counts them, not compute."""
+    from mpirun import explain, run_mpi
+    out = tmp_path / "run.json"
+    proc = run_mpi(2, ["-m", "mpi_impl.train", "--data", "synthetic", "--samples", "2048", "--width", "512",
+                       "--batch-per-rank", "16", "--epochs", "2", "--sync", sync, "--json", str(out)], timeout=120)
+    assert proc.returncode == 0, explain(proc)
+    parts = json.loads(out.read_text())["breakdown_s"]
+    assert parts["other"] >= -1e-6, parts
+    assert parts["exposed_comm"] > 0, parts
