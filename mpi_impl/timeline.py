@@ -8,8 +8,8 @@ the parts of an iteration, dpsim.vocabulary.BREAKDOWN (their meanings: vocabular
 as far as one rank can tell them
   data_wait       the training loop blocked waiting for the next batch
   compute         forward + loss + backward
-  exposed_comm    the loop blocked on communication: the gradient sync after backward
-                  (less the two parts below), ZeRO-1/2's all-gather of the parameters
+  exposed_comm    the loop blocked on communication: the gradient sync after backward,
+                  ZeRO-1/2's all-gather of the parameters
                   inside the update, ZeRO-3's gathers and reduce-scatters inside forward
                   and backward (count(..., inside=...) takes them out of the span around
                   them), less ...
