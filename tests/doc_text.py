@@ -59,6 +59,28 @@ def compare_row(name, result):
     return flat(row).replace("|  |", "| |")
 
 
+COMPARES = ("compare1", "compare2", "compare3", "compare-zero-powersgd")
+TABLE_NAMES = ("1", "2", "3", "ZeRO, PowerSGD")       # their rows in course/README.md's tables
+
+
+def stored(folder):
+    """A calibration stored in course/measured/<folder>: (its profile TOML, its sidecar, its
+    compares: the three ring/ps ones, then the ZeRO/PowerSGD one)."""
+    import tomllib
+    path = ROOT / "course/measured" / folder
+    return (tomllib.loads((path / "profile.toml").read_text()),
+            json.loads((path / "profile.measured.json").read_text()),
+            [json.loads((path / f"{name}.json").read_text()) for name in COMPARES])
+
+
+def says_the_stored_table(text, results):
+    """Assert that `text` holds the table of a stored calibration's compares (compare_row, in
+    the order of COMPARES), each measured while other programs used 0.01 cores on average."""
+    for name, result in zip(TABLE_NAMES, results):
+        assert compare_row(name, result) in text, compare_row(name, result)
+        assert result["machine_load"]["others_cores"]["mean"] < 0.015
+
+
 def gives_back_every_prediction(profile, result):
     """Assert that the stored profile (TOML, ranges at their values) predicts every row of a
     stored compare's JSON as that compare did, to 1e-9: the prediction came from this code and
