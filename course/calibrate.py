@@ -357,12 +357,14 @@ def calibrate(out="profile.toml", progress=None, accept_noisy=False, **kw):
         steadier = lambda x: (len(unsteady(x)), 0 if unsteady(x) else len(noisy_figures(x)), compute_spread(x))
         m = min((m, again), key=steadier)
     prof = profile_dict(m)
-    spreads = spread.figure_spreads(m, prof, profile_dict, spread.dpsim_allows(scenario_for(prof, 2, "ring", "none")))
+    fits = spread.round_fits(m, profile_dict)
+    spreads = spread.figure_spreads(m, prof, profile_dict, spread.dpsim_allows(scenario_for(prof, 2, "ring", "none")),
+                                    fits)
     found = spread.noisy(spreads)
     if found and not accept_noisy:
         raise spread.Noisy(spread.verdict(found, m.get("machine_load")))
     m["spread"] = spreads
-    banded = spread.with_ranges(prof, spreads, spread.samples(m, spreads, profile_dict))
+    banded = spread.with_ranges(prof, spreads, spread.samples(fits, spreads))
     write_pair(out, header(m, found) + to_toml(banded), json.dumps(m, indent=1))
     return banded, m
 

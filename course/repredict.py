@@ -32,8 +32,9 @@ def profile_of(m, ranges=False):
     if not ranges:
         return spread.values(prof)
     allowed = spread.dpsim_allows(compare.scenario_for(prof, 2, "ring", "none"))
-    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict, allowed)
-    return spread.with_ranges(prof, spreads, spread.samples(m, spreads, calibrate.profile_dict))
+    fits = spread.round_fits(m, calibrate.profile_dict)
+    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict, allowed, fits)
+    return spread.with_ranges(prof, spreads, spread.samples(fits, spreads))
 
 
 def coverage(ranged, result, batch):

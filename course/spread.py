@@ -67,14 +67,15 @@ def numbers(d, prefix=""):
     return out
 
 
-def figure_spreads(m, prof, fit, allowed=None) -> dict:
+def figure_spreads(m, prof, fit, allowed=None, fits=None) -> dict:
     """{dotted key: {"value", "low", "high", "median", "rounds"}} for every figure of `prof` (the
-    profile from all rounds) that moves between the per-round fits, fit(sidecar) -> profile.
+    profile from all rounds) that moves between the per-round fits, fit(sidecar) -> profile
+    (`fits`: round_fits(m, fit), where the caller has them already).
     allowed(key, x): whether dpsim takes x for the key; a round whose fit it would refuse (one
     that hit a floor of 0 where the key must be above it) is left out of the range."""
     if rounds_of(m) < 2:
         return {}
-    per_round = round_fits(m, fit)
+    per_round = round_fits(m, fit) if fits is None else fits
     out = {}
     for key, value in numbers(prof).items():
         seen = [p[key] for p in per_round if key in p and math.isfinite(p[key])
@@ -94,12 +95,13 @@ def round_fits(m, fit) -> list:
     return [fitted for r in range(rounds_of(m)) if (fitted := _fit_round(fit, m, r)) is not None]
 
 
-def samples(m, spreads, fit) -> list:
-    """Each round's own fit of the spread figures, one {dotted key: value} per round: the joint
-    points dpsim's band takes together (dpsim/bands.py, [[samples]]). A figure a round's fit
-    does not give, or gives where its range leaves it out, stays at its value in that round."""
+def samples(fits, spreads) -> list:
+    """Each round's own fit of the spread figures (fits: round_fits), one {dotted key: value}
+    per round: the joint points dpsim's band takes together (dpsim/bands.py, [[samples]]). A
+    figure a round's fit does not give, or gives where its range leaves it out, stays at its
+    value in that round."""
     out = []
-    for fitted in round_fits(m, fit):
+    for fitted in fits:
         point = {k: fitted[k] for k, s in spreads.items() if k in fitted and fitted[k] in s["rounds"]}
         if point:
             out.append(point)

@@ -181,8 +181,9 @@ def test_calibrate_writes_each_round_as_a_sample_that_dpsim_reads_back():
     from course import calibrate, profile_file, spread
     m = json.loads((Path(__file__).parent.parent / "course/measured/2026-11-26-night/profile.measured.json").read_text())
     prof = calibrate.profile_dict(m)
-    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict)
-    written = profile_file.to_toml(spread.with_ranges(prof, spreads, spread.samples(m, spreads, calibrate.profile_dict)))
+    fits = spread.round_fits(m, calibrate.profile_dict)
+    spreads = spread.figure_spreads(m, prof, calibrate.profile_dict, fits=fits)
+    written = profile_file.to_toml(spread.with_ranges(prof, spreads, spread.samples(fits, spreads)))
     ranged = bands.split(tomllib.loads(written))
     assert len(ranged.samples) == spread.rounds_of(m) == 5
     for r, point in enumerate(ranged.samples):

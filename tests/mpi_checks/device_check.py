@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 import mpi_impl
 from mpi_impl import onebit
+from mpi_impl.checkpoint import to_numpy as host
 from mpi_impl.device import pick_device
 from mpi_impl.wire import Wire
 from verdict import close_enough, finish, oracle, recorder, same_on_all_ranks
@@ -32,10 +33,6 @@ failures, fail = recorder(comm)
 xp = pick_device(sys.argv[1]).xp
 ALGORITHMS = [a for a in mpi_impl.ALGORITHMS if a != "nccl" or (xp is not np and p == 1)]
 LENGTHS = (1, p + 1, 1001, 65_537)
-
-
-def host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def values(n, dtype, seed):
