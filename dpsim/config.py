@@ -227,6 +227,22 @@ def _check_resolves(sc: Scenario, given_preset: str):
     if sc.sync.strategy == "none" and sc.gpus > 1:
         raise ScenarioError("sync.strategy", f"'none' means one GPU, but the cluster has {sc.gpus}; "
                             f"choose one of: {', '.join(s for s in STRATEGIES if s != 'none')}")
+    if sc.training.double_buffering:
+        _check_double_buffering(sc)
+
+
+def _check_double_buffering(sc: Scenario):
+    """Double buffering overlaps a half's sync with the next half's forward and backward: a
+    strategy that moves weights around those passes, or accumulation, leaves nothing to overlap."""
+    t, s = sc.training, sc.sync
+    if t.accumulation_steps > 1:
+        raise ScenarioError("training.double_buffering", "cannot be combined with training.accumulation_steps > 1: "
+                            "choose one")
+    moves = [name for name in ("before_forward", "after_forward", "forward_pass", "backward_pass")
+             if strategies.hook(s.strategy, name) is not strategies.DEFAULT_HOOKS[name]]
+    if moves or s.ps_pull == "before-forward":
+        raise ScenarioError("training.double_buffering", f"strategy {s.strategy!r} moves weights around forward and "
+                            "backward, which a half's sync would have to wait for; use an all-reduce strategy")
 
 
 def _check_matrices(m: ModelConfig):

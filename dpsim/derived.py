@@ -43,7 +43,10 @@ def efficiency_from_rate(sc) -> tuple[float, int]:
     batch = c.rate_batch or sc.training.global_batch or sc.training.batch_per_gpu
     gpu, model = sc.gpu_spec(), sc.model_spec()
     update_s = compute.update_time_s(model.params, sharing.memory_bw(gpu.mem_bw_gbs, sc.cluster.node_mem_bw_gbs, 1, 0))
-    e_max = compute.efficiency_from_rate(c.samples_per_s, batch, model.flops_per_sample, peak_tflops(sc),
+    # double buffering: a step is two halves, each with its own update and overheads, so one
+    # half of the batch takes half the step at the same rate
+    halves = 2 if sc.training.double_buffering else 1
+    e_max = compute.efficiency_from_rate(c.samples_per_s, batch / halves, model.flops_per_sample, peak_tflops(sc),
                                          c.half_batch, update_s + c.overhead_ms / 1e3)
     return e_max, batch
 

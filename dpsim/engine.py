@@ -12,6 +12,11 @@ of it waits for the end of backward. The kernels of a sync that overlaps backwar
 slow backward down by the SMs and memory bandwidth they take (dpsim.contention).
 With training.accumulation_steps = k, k - 1 micro-batches compute (forward and backward)
 without a sync before the one above: one sync per k micro-batches.
+With training.double_buffering (Seide et al., Interspeech 2014, section 2.2) the batch runs
+as two halves, each the step above with the sync left running: a half's sync goes on while
+the next half computes, one after another on one communication stream, and its update is
+applied after that next half (a delayed update). A half costs max(compute + update, sync)
+once the sync is longer than the half's compute and update, else compute + update.
 
 GPUs can differ: `cluster.gpu_speed` gives each a speed factor and `compute.jitter` draws a
 random factor per GPU and iteration (seeded). Every step waits for the slowest GPU.
@@ -95,6 +100,7 @@ class Engine:
         self.contended = contention.applies(sc)
         self.syncing = []           # (start, end, bytes sent) of this iteration's bucket syncs
         self.codec_ran = False      # this iteration's sync ran a codec's kernels
+        self.pending = None         # double buffering: (the last half's sync, the codec seconds before it)
 
     # -- pieces of an iteration
     def _factors(self):
@@ -116,11 +122,14 @@ class Engine:
         yield from gen
         phases["exposed_comm"] += self.env.now - start
 
-    def sync_gradients(self, backward_start, slowest, allreduce):
+    def sync_gradients(self, backward_start, slowest, allreduce, after=None):
         """Synchronise every bucket in order, each once it is ready (or after backward) and its
         framework launches it (dpsim.software), each call paying its fixed cost; every
-        bucket's (start, end, bytes GPU 0 sent) goes to self.syncing (dpsim.contention)."""
+        bucket's (start, end, bytes GPU 0 sent) goes to self.syncing (dpsim.contention).
+        `after`: a sync still running on the same communication stream, to wait for first."""
         w, s, env = self.work, self.sc.sync, self.env
+        if after is not None:
+            yield after
         for bucket in w.buckets:
             ready = backward_start + software.cycle_start((bucket.ready_s if s.overlap else w.backward_s) * slowest, s)
             if ready > env.now:
@@ -179,9 +188,56 @@ class Engine:
             phases["compression"] += codec
             phases["exposed_comm"] += exposed
 
+    def _update(self, phases):
+        if self.updaters:
+            # after a codec the update reads its arrays from memory (compute.update_after_codec)
+            update_s = self.update_s * (1.0 + self.sc.compute.update_after_codec * self.codec_ran)
+            yield self._compute("update", update_s, [1.0] * len(self.updaters), self.updaters)
+            phases["update"] += update_s
+
+    def _half(self, k, factors, slowest, mean, phases):
+        """One half of a double-buffered batch: forward and backward, its sync started behind
+        the last half's; then the wait for the last half's sync and that half's update."""
+        env, w = self.env, self.work
+        yield self._compute("forward", w.forward_s, factors)
+        backward_start = env.now
+        if self.allreduce is not None:
+            compressed = k * self.global_batch >= self.sc.sync.warmup_samples
+            last = self.pending[0] if self.pending else None
+            started = (env.process(self.sync_gradients(backward_start, slowest, self.allreduce if compressed
+                                                       else self.allreduce_full, after=last)),
+                       self.machine.codec_s)
+        yield self._compute("backward", w.backward_s, factors)
+        if self.allreduce is not None and self.contended:
+            yield from self._contention(backward_start, factors, phases)
+        phases["compute"] += (w.forward_s + w.backward_s) * mean
+        phases["straggler_wait"] += (w.forward_s + w.backward_s) * (slowest - mean)
+        if self.allreduce is None:
+            yield from self._update(phases)
+            return
+        if self.pending:
+            sync, codec_before = self.pending
+            waited = env.now
+            yield sync
+            exposed, codec = split_sync_wait(env.now - waited, self.machine.codec_s - codec_before)
+            self.codec_ran = self.machine.codec_s > codec_before
+            phases["compression"] += codec
+            phases["exposed_comm"] += exposed
+            yield from self._update(phases)
+        self.syncing.clear()
+        self.pending = started
+
     def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
         factors = self._factors()
+        if self.sc.training.double_buffering:
+            slowest, mean = max(factors), sum(factors) / len(factors)
+            start = env.now
+            yield from self.pipeline.next_batch()
+            phases["data_wait"] += env.now - start
+            for _ in range(2):
+                yield from self._half(k, factors, slowest, mean, phases)
+            return
         slowest, mean = max(factors), sum(factors) / len(factors)
         yield from self.micro_batches(factors, phases)
         start = env.now
@@ -203,11 +259,7 @@ class Engine:
             yield from self._layered("backward", self.backward_pass, w.backward_s, factors, slowest, phases)
         phases["compute"] += w.backward_s * mean
         phases["straggler_wait"] += w.backward_s * (slowest - mean)
-        if self.updaters:
-            # after a codec the update reads its arrays from memory (compute.update_after_codec)
-            update_s = self.update_s * (1.0 + self.sc.compute.update_after_codec * self.codec_ran)
-            yield self._compute("update", update_s, [1.0] * len(self.updaters), self.updaters)
-            phases["update"] += update_s
+        yield from self._update(phases)
 
     # -- whole runs
     def window(self) -> tuple[int, int]:

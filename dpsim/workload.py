@@ -81,14 +81,16 @@ def make_buckets(grad_bytes, fractions, backward_s, bucket_bytes, matrices=None)
 
 
 def build(sc) -> Workload:
+    """One GPU's work per synchronised step: the whole batch, or with training.double_buffering
+    each of its two halves (the engine runs two such steps per iteration)."""
     model, c, peak, mem_bw = sc.model_spec(), sc.compute, derived.peak_tflops(sc), derived.memory_bw_gbs(sc)
-    total = compute.compute_time_s(model.flops_per_sample, sc.training.batch_per_gpu, peak,
-                                   c.efficiency, c.half_batch)
+    batch = sc.training.batch_per_gpu / (2 if sc.training.double_buffering else 1)
+    total = compute.compute_time_s(model.flops_per_sample, batch, peak, c.efficiency, c.half_batch)
     total = max(total, derived.gpus_per_host_thread(sc) * c.dispatch_ms_per_gpu / 1e3)
     forward_s, backward_s = total / 3 + c.overhead_ms / 1e3, total * 2 / 3
     grads = model.grad_bytes_backward(GRAD_BYTES_PER_PARAM)
     if c.per_layer:            # each layer timed by its kind, the total kept (see ComputeConfig.per_layer)
-        s_per_flop = 1 / (peak * 1e12 * compute.efficiency(sc.training.batch_per_gpu, c.efficiency, c.half_batch))
+        s_per_flop = 1 / (peak * 1e12 * compute.efficiency(batch, c.efficiency, c.half_batch))
         fractions = model.backward_time_fraction(s_per_flop, 1 / (mem_bw * 1e9))
     else:
         fractions = model.backward_flops_fraction()
