@@ -131,3 +131,16 @@ def test_without_double_buffering_the_seide_rows_are_as_optimistic_as_their_case
     without = sorted(v[0] for v in off_by.values())
     assert without[:2] == [1.14, 1.14] and (without[2], without[-1]) == (1.34, 1.71)
     assert min(v[1] for v in off_by.values()) == 1.05 and max(v[1] for v in off_by.values()) == 1.20
+
+
+def test_lecture_4_states_what_dpsim_gives_for_seides_server():
+    import json
+    import pathlib
+    nb = json.loads((pathlib.Path(__file__).parents[1] / "lectures" / "04_one_bit_sgd.ipynb").read_text())
+    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    case = next(c for c in SEIDE_46M if c["name"] == "seide_1bit_8gpu_mb2880")
+    off, on = (simulate(validate.scenario(case), {"training.double_buffering": db}).speedup for db in (False, True))
+    assert f"{off:.1f}x against 3.6x" in text and f"slower, {on:.1f}x" in text
+    one_gpu_ms = 2880 / 7400 * 1e3
+    assert f"{one_gpu_ms:.0f} ms one-GPU" in text
+    assert f"near {one_gpu_ms / FIXED_MS:.0f}x however" in text and f"near {one_gpu_ms / (2 * FIXED_MS):.0f}x" in text
