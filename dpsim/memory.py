@@ -15,7 +15,8 @@ units it has gathered (strategies/zero3.py): the largest unit, and with prefetch
 (sync.overlap) the largest pair of consecutive units, at the parameters' width.
 Activations: models.ACTIVATIONS values per sample x training.batch_per_gpu x 4 bytes (fp32) or
 2 (fp16); an estimate that counts one tensor per recorded layer, so below what a framework
-holds. Not counted: temporary buffers (gradient buckets, a collective's chunks, the codec's),
+holds. Double buffering (training.double_buffering) holds the activations of half the batch and
+two gradients: the half being computed and the half being synchronised. Not counted: temporary buffers (gradient buckets, a collective's chunks, the codec's),
 the CUDA context and fragmentation (ZeRO's "residual states", section 3.2).
 """
 from . import workload
@@ -53,7 +54,9 @@ def per_gpu(sc) -> dict:
     if strategy == "zero3":
         units = [b.nbytes / workload.GRAD_BYTES_PER_PARAM for b in workload.build(sc).buckets]
         out["gathered_parameters"] = gathered_parameters(units, precision, sc.sync.overlap)
-    out["activations"] = float(model.activation_values * sc.training.batch_per_gpu * PARAMETER_BYTES[precision])
+    halves = 2 if sc.training.double_buffering else 1
+    out["gradients"] *= halves
+    out["activations"] = float(model.activation_values * sc.training.batch_per_gpu / halves * PARAMETER_BYTES[precision])
     out["total"] = sum(out[k] for k in PARTS)
     return out
 

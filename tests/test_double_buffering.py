@@ -144,3 +144,14 @@ def test_lecture_4_states_what_dpsim_gives_for_seides_server():
     one_gpu_ms = 2880 / 7400 * 1e3
     assert f"{one_gpu_ms:.0f} ms one-GPU" in text
     assert f"near {one_gpu_ms / FIXED_MS:.0f}x however" in text and f"near {one_gpu_ms / (2 * FIXED_MS):.0f}x" in text
+
+
+def test_memory_holds_half_the_activations_and_a_second_gradient():
+    from dpsim import memory
+    plain, db = (memory.per_gpu(load_scenario("d2l-ps-vs-ring", {"sync.strategy": "ring", "model.preset": "resnet50",
+                                                                  "training.double_buffering": on}))
+                 for on in (False, True))
+    assert plain["activations"] > 0
+    assert db["activations"] == pytest.approx(plain["activations"] / 2)
+    assert db["gradients"] == pytest.approx(2 * plain["gradients"])
+    assert (db["parameters"], db["optimizer_state"]) == (plain["parameters"], plain["optimizer_state"])
