@@ -131,7 +131,8 @@ def check_gpu(importer=importlib.import_module):
         cupy = importer("cupy")
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:                      # ImportError, or CUDA's own error without a driver
-        return "FAIL", f"gpu: CuPy cannot reach a GPU ({type(e).__name__}: {str(e)[:120]}); pip install cupy-cuda12x"
+        return "FAIL", (f"gpu: CuPy cannot reach a GPU ({type(e).__name__}: {str(e)[:120]}); "
+                        'pip install -e ".[gpu]" (CUDA 12) or ".[gpu-cuda13]" (CUDA 13)')
     if count < 1:
         return "FAIL", "gpu: CuPy sees no GPU"
     return "ok", f"gpu: {count} visible to CuPy"

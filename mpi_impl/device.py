@@ -74,16 +74,24 @@ class Device:
         return time.perf_counter()
 
 
+# How to get CuPy: this checkout's extra for the CUDA installed (pyproject.toml).
+CUPY_HINT = 'pip install -e ".[gpu]" (CUDA 12) or ".[gpu-cuda13]" (CUDA 13)'
+
+
 def missing_cupy(kind: str) -> str | None:
     """Why a program cannot run on device `kind` here, in one line: "gpu" needs CuPy.
     None when it can ("cpu" always can).  Imports CuPy to find out."""
     if kind != "gpu":
         return None
     try:
-        import cupy  # noqa: F401
+        import cupy
     except ImportError:
-        return "--device gpu needs CuPy: pip install cupy-cuda12x (or use --device cpu)"
-    return None
+        return f"--device gpu needs CuPy: {CUPY_HINT}, or use --device cpu"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:          # no driver, or a CuPy built for another CUDA
+        return f"CuPy {cupy.__version__} finds no usable GPU ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+    return None if count else f"CuPy {cupy.__version__} sees no GPU"
 
 
 def pick_device(kind: str = "cpu", comm=None, workers: int = 0) -> Device:

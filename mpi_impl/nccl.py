@@ -11,6 +11,8 @@ with alpha and beta those of the GPU interconnect.  Needs CuPy with NCCL and CuP
 """
 from __future__ import annotations
 
+from .device import CUPY_HINT
+
 _communicators: dict = {}   # one NCCL communicator per MPI communicator
 
 
@@ -18,7 +20,7 @@ def _nccl_module():
     try:
         from cupy.cuda import nccl
     except Exception as exc:
-        raise RuntimeError("algo='nccl' needs CuPy built with NCCL (pip install cupy-cuda12x) "
+        raise RuntimeError(f"algo='nccl' needs CuPy built with NCCL ({CUPY_HINT}) "
                            f"and a GPU; importing cupy.cuda.nccl failed: {exc}") from exc
     if not getattr(nccl, "available", True):
         raise RuntimeError("algo='nccl': this CuPy was built without NCCL support")

@@ -46,3 +46,26 @@ def test_training_on_the_gpu_follows_the_cpu(ranks, extra, tmp_path):
     gpu, cpu = trained(ranks, "gpu", tmp_path, *extra), trained(ranks, "cpu", tmp_path, *extra)
     assert math.isfinite(gpu["final_train_loss"])
     assert gpu["final_train_loss"] == pytest.approx(cpu["final_train_loss"], rel=1e-3)
+
+
+class StandInCuPy:
+    """A module that imports as `cupy` and answers getDeviceCount as told (an int, or an exception)."""
+    __version__ = "0.0-test"
+
+    def __init__(self, answer):
+        def count():
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        self.cuda = type("cuda", (), {"runtime": type("runtime", (), {"getDeviceCount": staticmethod(count)})})
+
+
+@pytest.mark.parametrize("answer, says", [(RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected"),
+                                           "finds no usable GPU (RuntimeError: cudaErrorNoDevice"),
+                                          (0, "sees no GPU"), (1, None)])
+def test_the_gpu_marker_asks_cupy_for_a_gpu_not_only_for_cupy(monkeypatch, answer, says):
+    import sys
+    monkeypatch.setitem(sys.modules, "cupy", StandInCuPy(answer))
+    reason = missing_cupy("gpu")
+    assert reason is None if says is None else (says in reason and "\n" not in reason)
+    assert missing_cupy("cpu") is None
