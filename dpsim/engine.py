@@ -15,8 +15,7 @@ without a sync before the one above: one sync per k micro-batches.
 With training.double_buffering (Seide et al., Interspeech 2014, section 2.2) the batch runs
 as two halves, each the step above with the sync left running: a half's sync goes on while
 the next half computes, one after another on one communication stream, and its update is
-applied after that next half (a delayed update). A half costs max(compute + update, sync)
-once the sync is longer than the half's compute and update, else compute + update.
+applied after that next half (a delayed update). A half then costs max(compute + update, sync).
 
 GPUs can differ: `cluster.gpu_speed` gives each a speed factor and `compute.jitter` draws a
 random factor per GPU and iteration (seeded). Every step waits for the slowest GPU.
@@ -230,15 +229,14 @@ class Engine:
     def iteration(self, k, phases):
         env, w, batch = self.env, self.work, self.sc.training.batch_per_gpu
         factors = self._factors()
+        slowest, mean = max(factors), sum(factors) / len(factors)
         if self.sc.training.double_buffering:
-            slowest, mean = max(factors), sum(factors) / len(factors)
             start = env.now
             yield from self.pipeline.next_batch()
             phases["data_wait"] += env.now - start
             for _ in range(2):
                 yield from self._half(k, factors, slowest, mean, phases)
             return
-        slowest, mean = max(factors), sum(factors) / len(factors)
         yield from self.micro_batches(factors, phases)
         start = env.now
         yield from self.pipeline.next_batch()

@@ -16,8 +16,9 @@ units it has gathered (strategies/zero3.py): the largest unit, and with prefetch
 Activations: models.ACTIVATIONS values per sample x training.batch_per_gpu x 4 bytes (fp32) or
 2 (fp16); an estimate that counts one tensor per recorded layer, so below what a framework
 holds. Double buffering (training.double_buffering) holds the activations of half the batch and
-two gradients: the half being computed and the half being synchronised. Not counted: temporary buffers (gradient buckets, a collective's chunks, the codec's),
-the CUDA context and fragmentation (ZeRO's "residual states", section 3.2).
+two gradients: the half being computed and the half being synchronised. Not counted:
+temporary buffers (gradient buckets, a collective's chunks, the codec's), the CUDA context
+and fragmentation (ZeRO's "residual states", section 3.2).
 """
 from . import workload
 

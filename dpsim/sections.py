@@ -201,10 +201,8 @@ class TrainingConfig:
     accumulation_steps: int = _spec(1, positive=True, doc="micro-batches per optimizer step; gradients are "
                                     "synchronised once, after the last (PyTorch no_sync / Horovod "
                                     "backward_passes_per_step)")
-    # --- double buffering (Seide et al., Interspeech 2014, section 2.2): each GPU's batch runs
-    # as two halves; a half's gradient is synchronised while the next half computes and is
-    # applied one half late (a delayed update). Each half pays the update and
-    # compute.overhead_ms, and computes at half the batch's efficiency (dpsim.engine).
+    # --- double buffering (Seide et al., Interspeech 2014, section 2.2; dpsim.engine): each
+    # half pays the update and compute.overhead_ms, and computes at half the batch's efficiency
     double_buffering: bool = _spec(False, doc="compute each batch in two halves, each half's sync hidden behind "
                                    "the next half's compute and its update applied one half late")
     # Memory per GPU (dpsim.memory): the optimizer's state per parameter, and what a scenario
