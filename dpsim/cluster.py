@@ -203,7 +203,7 @@ class Cluster:
         sw_s, sw_d = self.switch_of(int(src[3:])), self.switch_of(int(dst[3:]))
         if sw_s == sw_d:
             return [src, sw_s, dst]
-        return self._to_host(src)[:-1] + self._between(self._to_host(src)[-1], self._to_host(dst)[-1]) + [sw_d, dst]
+        return self._through_hosts(src, dst)
 
     def _between(self, a: str, b: str) -> list[str]:
         """Root complexes from a to b (inclusive) in one node: directly, or through host<k>."""
@@ -221,11 +221,16 @@ class Cluster:
     def _staged_hops(self, src, dst) -> list[str]:
         """GPU to GPU through host memory (an MPI that is not CUDA-aware): up to the host,
         across by the GPUs' NICs, down from the other host."""
-        hs, hd = self._to_host(src), self._to_host(dst)
         if self.node_of(src) == self.node_of(dst):
-            return hs[:-1] + self._between(hs[-1], hd[-1]) + hd[::-1][1:]
+            return self._through_hosts(src, dst)
+        hs, hd = self._to_host(src), self._to_host(dst)
         across = self._to_nic(hs[-1], self.nic_of(src)) + ["net"] + self._to_nic(hd[-1], self.nic_of(dst))[::-1]
         return hs[:-1] + across + hd[::-1][1:]
+
+    def _through_hosts(self, src, dst) -> list[str]:
+        """In one node: up to src's root complex, across to dst's (_between), down to dst."""
+        hs, hd = self._to_host(src), self._to_host(dst)
+        return hs[:-1] + self._between(hs[-1], hd[-1]) + hd[::-1][1:]
 
     def _to_host(self, endpoint) -> list[str]:
         """Hops from an endpoint up to the root complex of its socket (inclusive): host<k> for
