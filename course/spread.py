@@ -24,6 +24,7 @@ The other figures (jitter, half_batch, the codec's, the link's bandwidth, whose 
 is taken) move far more between rounds on any machine, or are too small for a ratio to mean
 much: they get their range, not a verdict.
 """
+import copy
 import math
 
 import numpy as np
@@ -157,16 +158,11 @@ def span(s):
 def with_ranges(prof, spreads, joint=()) -> dict:
     """A copy of the profile with every spread figure written {value, low, high}, and the
     rounds' joint points (`samples`) as its [[samples]] tables where given."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in prof.items()}
+    out = copy.deepcopy(prof)
     if joint:
         out["samples"] = [nested(point) for point in joint]
     for key, s in spreads.items():
-        *path, last = key.split(".")
-        table = out
-        for part in path:
-            table[part] = dict(table[part])
-            table = table[part]
-        table[last] = {"value": s["value"], "low": s["low"], "high": s["high"]}
+        bands.put(out, key, {"value": s["value"], "low": s["low"], "high": s["high"]})
     return out
 
 
@@ -174,11 +170,7 @@ def nested(point) -> dict:
     """{dotted key: value} as nested tables, as TOML's dotted keys read back."""
     out = {}
     for key, v in point.items():
-        *path, last = key.split(".")
-        table = out
-        for part in path:
-            table = table.setdefault(part, {})
-        table[last] = v
+        bands.put(out, key, v)
     return out
 
 

@@ -102,17 +102,33 @@ class Ranged:
     def at(self, point: dict) -> dict:
         """A copy of data with the dotted keys of `point` set to its values."""
         out = copy.deepcopy(self.data)
-        for dotted, value in point.items():
-            *path, last = dotted.split(".")
-            table = out
-            for part in path:
-                table = table[part]
-            table[last] = value
+        for key, value in point.items():
+            put(out, key, value)
         return out
+
+    def without(self, keys) -> "Ranged":
+        """The same, with every range and sample value at or under one of `keys` left out (the
+        keys a sweep varies): they take the values given them instead."""
+        ranges = {k: r for k, r in self.ranges.items() if not under(k, keys)}
+        kept = tuple(p for s in self.samples if (p := {k: v for k, v in s.items() if k in ranges}))
+        return Ranged(self.data, ranges, kept)
 
     def to_dict(self) -> dict:
         """The ranges as --json prints them: {key: {value, low, high}}."""
         return {k: {"value": v, "low": lo, "high": hi} for k, (lo, v, hi) in self.ranges.items()}
+
+
+def under(key: str, tables) -> bool:
+    """Whether the dotted key is one of `tables` or inside one of them."""
+    return any(key == t or key.startswith(f"{t}.") for t in tables)
+
+
+def put(table: dict, key: str, value):
+    """Set the dotted key in a nested table, in place, making the tables on its path."""
+    *path, last = key.split(".")
+    for part in path:
+        table = table.setdefault(part, {})
+    table[last] = value
 
 
 def dotted(table: dict, prefix="") -> dict:
@@ -132,10 +148,9 @@ def checked_samples(samples, ranges, given=()) -> tuple:
     table above it) keeps that value: it leaves every sample."""
     if not isinstance(samples, list) or not all(isinstance(t, dict) for t in samples):
         raise ScenarioError("samples", f"expected a list of tables ([[samples]]), got {samples!r}")
-    plain = lambda key: any(key == g or key.startswith(f"{g}.") for g in given)
     out = []
     for i, table in enumerate(samples):
-        point = {k: v for k, v in dotted(table).items() if k in ranges or not plain(k)}
+        point = {k: v for k, v in dotted(table).items() if k in ranges or not under(k, given)}
         for key, v in point.items():
             if key not in ranges:
                 raise ScenarioError(f"samples[{i}].{key}", "a sample may set only ranged keys ({value, low, high}); "

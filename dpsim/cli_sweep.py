@@ -199,11 +199,9 @@ def cmd_sweep(args):
 def sweep_band(ranged, counts, varied, rows, jobs):
     """(dpsim.bands.Ranged, the band of every row) where the scenario has ranges that --vary does
     not replace; (None, None) where not. Each point of the ranges runs the whole sweep again."""
-    kept = {k: r for k, r in ranged.ranges.items() if not any(k == v or k.startswith(f"{v}.") for v in varied)}
-    if not kept:
+    ranged = ranged.without(varied)
+    if not ranged.ranges:
         return None, None
-    ranged = bands.Ranged(ranged.data, kept, tuple(p for s in ranged.samples if (p := {k: v for k, v in s.items()
-                                                                                     if k in kept})))
     evaluate = lambda d: [r for _, r in sweep_grid(config.load_scenario(d), counts, varied, jobs=jobs)]
     return ranged, bands.propagate(ranged, evaluate, [r for _, r in rows])
 
