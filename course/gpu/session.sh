@@ -109,8 +109,9 @@ bench() {
 }
 
 train() {
-    local device compress
-    for device in cpu "$DEVICE"; do
+    local device compress devices=cpu
+    [ "$DEVICE" != cpu ] && devices="cpu $DEVICE"           # a dry run trains on the CPU once
+    for device in $devices; do
         for compress in none 1bit; do
             echo "2 ranks, $device, compress $compress:"
             mpi 2 -m mpi_impl.train --data synthetic --samples 16384 --width 1024 --depth 2 --batch-per-rank 256 \
